@@ -1,0 +1,63 @@
+"""relaygraph: Relay programs in pure Python, rewritten with e-graphs."""
+
+from . import ir
+from .errors import NodeError, RelayError
+from .ir import (
+    Any,
+    Attrs,
+    Call,
+    Clause,
+    Constant,
+    Constructor,
+    Expr,
+    ExprMutator,
+    ExprVisitor,
+    Function,
+    FuncType,
+    GlobalTypeVar,
+    GlobalVar,
+    If,
+    IRModule,
+    Let,
+    Match,
+    Op,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    PatternWildcard,
+    RefCreate,
+    RefRead,
+    RefType,
+    RefWrite,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    TypeCall,
+    TypeData,
+    TypeVar,
+    Var,
+    alpha_equal,
+    bound_vars,
+    const,
+    free_type_vars,
+    free_vars,
+    node_count,
+    post_order,
+    structural_hash,
+    substitute,
+    to_networkx,
+    var,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Any", "Attrs", "Call", "Clause", "Constant", "Constructor", "Expr", "ExprMutator",
+    "ExprVisitor", "FuncType", "Function", "GlobalTypeVar", "GlobalVar", "IRModule", "If", "Let",
+    "Match", "NodeError", "Op", "PatternConstructor", "PatternTuple", "PatternVar",
+    "PatternWildcard", "RefCreate", "RefRead", "RefType", "RefWrite", "RelayError", "TensorType",
+    "Tuple", "TupleGetItem", "TupleType", "TypeCall", "TypeData", "TypeVar", "Var", "alpha_equal",
+    "bound_vars", "const", "free_type_vars", "free_vars", "ir", "node_count", "post_order",
+    "structural_hash", "substitute", "to_networkx", "var",
+]
