@@ -1,11 +1,80 @@
-"""The errors relaygraph raises to its users."""
+"""The errors relaygraph raises to its users, and the one format for source diagnostics.
+
+A diagnostic names ``file:line:column``, shows the source line and puts a caret under the
+column, so every error about text (programs, rule files) reads the same:
+
+    model.relay:3:14: error: unbound variable %y
+      %1 = add(%x, %y);
+                   ^
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .ir.node import NodeError
 
-__all__ = ["RelayError", "NodeError"]
+__all__ = [
+    "RelayError", "NodeError", "Span", "ParseError", "RelayTypeError", "RuleError", "EvalError",
+    "format_diagnostic",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A position in a source text (1-based line and column)."""
+
+    source_name: str
+    line: int
+    column: int
+    end_line: int | None = None
+    end_column: int | None = None
+
+
+def format_diagnostic(message: str, source: str | None, span: Span | None,
+                      severity: str = "error") -> str:
+    """``file:line:col: error: message`` followed by the source line and a caret."""
+    if span is None:
+        return f"{severity}: {message}"
+    head = f"{span.source_name}:{span.line}:{span.column}: {severity}: {message}"
+    if source is None:
+        return head
+    lines = source.splitlines()
+    if not 1 <= span.line <= len(lines):
+        return head
+    text = lines[span.line - 1].expandtabs(1)
+    width = 1
+    if span.end_line == span.line and span.end_column and span.end_column > span.column:
+        width = span.end_column - span.column
+    caret = " " * (span.column - 1) + "^" * max(1, min(width, max(1, len(text) - span.column + 1)))
+    return f"{head}\n  {text}\n  {caret}"
 
 
 class RelayError(Exception):
     """Base of relaygraph's user-facing errors (parse, type, rule and evaluation errors)."""
+
+
+class _Diagnostic(RelayError):
+    """An error that may point into source text."""
+
+    def __init__(self, message: str, span: Span | None = None, source: str | None = None) -> None:
+        self.message = message
+        self.span = span
+        self.source = source
+        super().__init__(format_diagnostic(message, source, span))
+
+
+class ParseError(_Diagnostic):
+    """Malformed Relay text: names file:line:column, shows the line and a caret."""
+
+
+class RelayTypeError(_Diagnostic):
+    """A program that does not type-check: names the node, both types and (if parsed) where."""
+
+
+class RuleError(_Diagnostic):
+    """A malformed or refused rewrite rule: names the rule and, for rule files, where."""
+
+
+class EvalError(RelayError):
+    """A run-time failure of a Relay program (failed match, wrong arity, bad input)."""

@@ -127,7 +127,7 @@ def test_types_are_interned_and_printed_as_relay():
     assert t is rg.TensorType([1, 3, rg.Any, 224])
     assert str(t) == "Tensor[(1, 3, ?, 224), float32]"
     assert str(rg.TensorType((), "int64")) == "int64"
-    assert str(rg.TensorType((5,), "bool")) == "Tensor[(5,), bool]"
+    assert str(rg.TensorType((5,), "bool")) == "Tensor[(5), bool]"
     tt = rg.TupleType([t, rg.TensorType((), "float32")])
     assert tt is rg.TupleType((t, rg.TensorType((), "float32")))
     a = rg.TypeVar("A")

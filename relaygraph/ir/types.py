@@ -273,9 +273,9 @@ def format_type(t: Type) -> str:
             if not cur.shape:
                 out.append(cur.dtype)
             else:
+                # TVM prints a rank-1 shape without a trailing comma: Tensor[(3), float32]
                 dims = ", ".join(format_dim(d) for d in cur.shape)
-                comma = "," if len(cur.shape) == 1 else ""
-                out.append(f"Tensor[({dims}{comma}), {cur.dtype}]")
+                out.append(f"Tensor[({dims}), {cur.dtype}]")
         elif isinstance(cur, (TypeVar, GlobalTypeVar)):
             out.append(cur.name_hint)
         elif isinstance(cur, IncompleteType):

@@ -1,22 +1,18 @@
-"""The ``relaygraph`` command line."""
+"""``relaygraph inspect``: a program's structure and size."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from . import zoo
-from .ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
-from .ir.graph import program_stats
-from .ir.module import IRModule
-from .ir.traversal import iter_post_order
-from .ir.types import format_type
+from .. import zoo
+from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
+from ..ir.graph import program_stats
+from ..ir.module import IRModule
+from ..ir.traversal import iter_post_order
+from ..ir.types import format_type
+from . import UsageError
 
-__all__ = ["main"]
-
-
-class UsageError(Exception):
-    """Bad input from the user: reported in one line, exit code 2."""
+__all__ = ["register"]
 
 
 def _atom(node: Expr, names: dict) -> str:
@@ -80,27 +76,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``relaygraph`` command."""
-    parser = argparse.ArgumentParser(prog="relaygraph", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub) -> None:
+    """Add ``inspect`` to the command's subparsers."""
     p = sub.add_parser("inspect", help="show a program's structure and size")
     p.add_argument("--model", required=True, help=f"built-in model ({', '.join(zoo.names())})")
     p.add_argument("--limit", type=int, default=40, help="calls to list before eliding")
     p.set_defaults(run=_cmd_inspect)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 done, 2 bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.run(args)
-    except UsageError as exc:
-        print(f"relaygraph: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
