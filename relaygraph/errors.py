@@ -16,8 +16,26 @@ from .ir.node import NodeError
 
 __all__ = [
     "RelayError", "NodeError", "Span", "ParseError", "RelayTypeError", "RuleError", "EvalError",
-    "format_diagnostic",
+    "format_diagnostic", "register_source", "source_text",
 ]
+
+# Recently parsed texts by source name, so an error found later (by the type checker, say)
+# can still show the offending line. Bounded: old texts are forgotten first.
+_SOURCES: dict[str, str] = {}
+_MAX_SOURCES = 64
+
+
+def register_source(name: str, text: str) -> None:
+    """Remember the text of a parsed source for later diagnostics."""
+    _SOURCES.pop(name, None)
+    _SOURCES[name] = text
+    while len(_SOURCES) > _MAX_SOURCES:
+        del _SOURCES[next(iter(_SOURCES))]
+
+
+def source_text(name: str) -> str | None:
+    """The remembered text of a source, if any."""
+    return _SOURCES.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +55,8 @@ def format_diagnostic(message: str, source: str | None, span: Span | None,
     if span is None:
         return f"{severity}: {message}"
     head = f"{span.source_name}:{span.line}:{span.column}: {severity}: {message}"
+    if source is None:
+        source = _SOURCES.get(span.source_name)
     if source is None:
         return head
     lines = source.splitlines()

@@ -133,3 +133,12 @@ def test_types_are_interned_and_printed_as_relay():
     a = rg.TypeVar("A")
     assert str(rg.FuncType([a], a, [a])) == "fn [A](A) -> A"
     assert rg.TypeVar("A") is not a
+
+
+def test_diagnostics_show_line_and_caret():
+    from relaygraph.errors import ParseError, Span, register_source
+
+    register_source("m.relay", "fn (%x) {\n  add(%x, %y)\n}\n")
+    err = ParseError("unbound variable %y", Span("m.relay", 2, 11))
+    assert str(err) == "m.relay:2:11: error: unbound variable %y\n  add(%x, %y)\n            ^"
+    assert str(ParseError("no position")) == "error: no position"
