@@ -140,5 +140,5 @@ def test_diagnostics_show_line_and_caret():
 
     register_source("m.relay", "fn (%x) {\n  add(%x, %y)\n}\n")
     err = ParseError("unbound variable %y", Span("m.relay", 2, 11))
-    assert str(err) == "m.relay:2:11: error: unbound variable %y\n  add(%x, %y)\n            ^"
+    assert str(err) == "m.relay:2:11: error: unbound variable %y\n    add(%x, %y)\n  " + " " * 10 + "^"
     assert str(ParseError("no position")) == "error: no position"
