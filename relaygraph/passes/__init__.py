@@ -1,0 +1,52 @@
+"""Passes with TVM's semantics (``rg.transform``): the infrastructure and one module per pass.
+
+Pipelines can be written as text, ``"ToANormalForm,DeadCodeElimination(inline-once=true)"``,
+and run with ``parse_pipeline(text)``.
+"""
+
+from __future__ import annotations
+
+from .anf import ToANormalForm, ToBasicBlockNormalForm, to_a_normal_form, to_basic_block_normal_form
+from .cse import EliminateCommonSubexpr, eliminate_common_subexpr
+from .dce import DeadCodeElimination, dead_code_elimination
+from .gnf import ToGraphNormalForm, to_graph_normal_form
+from .infra import (
+    FunctionPass,
+    ModulePass,
+    Pass,
+    PassContext,
+    PassError,
+    PassInfo,
+    PassInstrument,
+    Sequential,
+    function_pass,
+    get_pass,
+    list_passes,
+    module_pass,
+    register_config,
+    register_pass,
+)
+from .inline import DefuseOps, Inline, RemoveUnusedFunctions, defuse_ops
+from .instruments import PassPrintingInstrument, PassTimingInstrument
+from .lambda_lift import LambdaLift
+from .pipeline import parse_pipeline
+
+register_pass("ToANormalForm", ToANormalForm)
+register_pass("ToBasicBlockNormalForm", ToBasicBlockNormalForm)
+register_pass("ToGraphNormalForm", ToGraphNormalForm)
+register_pass("DeadCodeElimination", DeadCodeElimination, **{"inline-once": False})
+register_pass("EliminateCommonSubexpr", EliminateCommonSubexpr)
+register_pass("Inline", Inline)
+register_pass("RemoveUnusedFunctions", RemoveUnusedFunctions, **{"entry-functions": ("main",)})
+register_pass("DefuseOps", DefuseOps)
+register_pass("LambdaLift", LambdaLift)
+
+__all__ = [
+    "DeadCodeElimination", "DefuseOps", "EliminateCommonSubexpr", "FunctionPass", "Inline",
+    "LambdaLift", "ModulePass", "Pass", "PassContext", "PassError", "PassInfo", "PassInstrument",
+    "PassPrintingInstrument", "PassTimingInstrument", "RemoveUnusedFunctions", "Sequential",
+    "ToANormalForm", "ToBasicBlockNormalForm", "ToGraphNormalForm", "dead_code_elimination",
+    "defuse_ops", "eliminate_common_subexpr", "function_pass", "get_pass", "list_passes",
+    "module_pass", "parse_pipeline", "register_config", "register_pass", "to_a_normal_form",
+    "to_basic_block_normal_form", "to_graph_normal_form",
+]

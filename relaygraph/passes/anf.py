@@ -1,0 +1,231 @@
+"""ToANormalForm and ToBasicBlockNormalForm (TVM's algorithm, without recursion).
+
+Scopes: a function body, each if branch, each match clause and each let open a sub-scope. An
+expression belongs to the lowest common ancestor of the scopes of all its uses, so a shared
+expression is bound once where every use can see it, and nothing is bound in a branch that does
+not use it. ANF let-binds every non-atomic expression (constants included, as TVM does) in its
+scope; basic-block form binds only the expressions used from more than one scope.
+"""
+
+from __future__ import annotations
+
+from ..ir.adt import Clause, Constructor, Match
+from ..ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Op,
+    RefCreate,
+    RefRead,
+    RefWrite,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from .infra import PassContext, module_pass
+
+__all__ = ["to_a_normal_form", "to_basic_block_normal_form", "ToANormalForm",
+           "ToBasicBlockNormalForm"]
+
+_ATOMS = (Var, GlobalVar, Op, Constructor)
+
+
+class _Scope:
+    __slots__ = ("parent", "depth", "bindings")
+
+    def __init__(self, parent: _Scope | None) -> None:
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.bindings: list[tuple[Var, Expr]] = []
+
+    def push(self, var: Var, value: Expr) -> Var:
+        self.bindings.append((var, value))
+        return var
+
+    def wrap(self, body: Expr) -> Expr:
+        """``let v1 = e1; ...; body`` over this scope's bindings."""
+        for var, value in reversed(self.bindings):
+            body = Let(var, value, body)
+        return body
+
+
+def _lca(a: _Scope, b: _Scope) -> _Scope:
+    while a is not b:
+        if a.depth > b.depth:
+            a = a.parent
+        elif b.depth > a.depth:
+            b = b.parent
+        else:
+            a, b = a.parent, b.parent
+    return a
+
+
+def _is_primitive(f: Function) -> bool:
+    return bool(f.attrs.get("Primitive"))
+
+
+def _edges(node: Expr) -> list[tuple[Expr, int | None]]:
+    """Children in TVM's visiting order, each with its sub-scope key (None: the node's own scope)."""
+    if isinstance(node, Call):
+        return [(a, None) for a in node.args] + [(node.op, None)]
+    if isinstance(node, Let):
+        return [(node.var, 0), (node.value, 0), (node.body, 0)]
+    if isinstance(node, If):
+        return [(node.cond, None), (node.true_branch, 1), (node.false_branch, 2)]
+    if isinstance(node, Function):
+        return [] if _is_primitive(node) else [(node.body, 0)]
+    if isinstance(node, Match):
+        return [(node.data, None)] + [(c.rhs, i + 1) for i, c in enumerate(node.clauses)]
+    return [(c, None) for c in node.children()]
+
+
+def _post_order(root: Expr) -> list[Expr]:
+    order, seen, stack = [], {root}, [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for child, _ in reversed(_edges(node)):
+            if child not in seen:
+                seen.add(child)
+                stack.append((child, False))
+    return order
+
+
+def _scopes(root: Expr):
+    """Scope of every node, sub-scopes of scope-opening nodes, and the nodes used across scopes."""
+    scope: dict[Expr, _Scope] = {root: _Scope(None)}
+    sub: dict[tuple[Expr, int], _Scope] = {}
+    lifted: set[Expr] = set()
+    first_edge: dict[Expr, _Scope] = {}
+    for node in reversed(_post_order(root)):  # parents before children
+        own = scope[node]
+        for child, key in _edges(node):
+            if key is None:
+                edge = own
+            else:
+                edge = sub.get((node, key))
+                if edge is None:
+                    edge = sub[(node, key)] = _Scope(own)
+            seen = first_edge.get(child)
+            if seen is None:
+                first_edge[child] = edge
+                scope[child] = edge
+            else:
+                if edge is not seen and not isinstance(child, Op):
+                    lifted.add(child)
+                scope[child] = _lca(scope[child], edge)
+    return scope, sub, lifted
+
+
+class _Fill:
+    """Rebuilds an expression with its bindings placed in their scopes."""
+
+    def __init__(self, root: Expr, include: set | None) -> None:
+        self.scope, self.sub, lifted = _scopes(root)
+        self.include = lifted if include is not None else None
+        self.memo: dict[Expr, Expr] = {}
+        self.root = root
+
+    def compound(self, orig: Expr, now: Expr, var: Var | None) -> Expr:
+        if var is None and self.include is not None and orig not in self.include:
+            return now
+        target = var if var is not None else Var("x")
+        scope = self.scope[orig]
+        while isinstance(now, Let):  # flatten "let v = (let x = ...; body)" into the scope
+            scope.push(now.var, now.value)
+            now = now.body
+        return scope.push(target, now)
+
+    def build(self, node: Expr, var: Var | None) -> Expr:
+        m, sub = self.memo, self.sub
+        if isinstance(node, Constant):
+            return self.compound(node, node, var)
+        if isinstance(node, Call):
+            return self.compound(node, Call(m[node.op], tuple(m[a] for a in node.args), node.attrs,
+                                            node.type_args), var)
+        if isinstance(node, Let):
+            return self.compound(node, sub[(node, 0)].wrap(m[node.body]), var)
+        if isinstance(node, If):
+            new = If(m[node.cond], sub[(node, 1)].wrap(m[node.true_branch]),
+                     sub[(node, 2)].wrap(m[node.false_branch]))
+            return self.compound(node, new, var)
+        if isinstance(node, Function):
+            new = node if _is_primitive(node) else Function(
+                node.params, sub[(node, 0)].wrap(m[node.body]), node.ret_type, node.type_params,
+                node.attrs)
+            return new if node is self.root else self.compound(node, new, var)
+        if isinstance(node, Match):
+            clauses = [Clause(c.lhs, sub[(node, i + 1)].wrap(m[c.rhs]))
+                       for i, c in enumerate(node.clauses)]
+            return self.compound(node, Match(m[node.data], clauses, node.complete), var)
+        if isinstance(node, Tuple):
+            return self.compound(node, Tuple(tuple(m[f] for f in node.fields)), var)
+        if isinstance(node, TupleGetItem):
+            return self.compound(node, TupleGetItem(m[node.tuple_value], node.index), var)
+        if isinstance(node, (RefCreate, RefRead, RefWrite)):
+            return self.compound(node, node.with_children(tuple(m[c] for c in node.children())), var)
+        raise NotImplementedError(f"ANF of {type(node).__name__}")
+
+    def run(self) -> Expr:
+        memo = self.memo
+        stack: list = [(self.root, None, False)]
+        while stack:
+            node, var, done = stack.pop()
+            if done:
+                memo[node] = self.build(node, var)
+                continue
+            if node in memo:
+                if var is not None:  # a second name for an expression already bound
+                    self.scope[node].push(var, memo[node])
+                continue
+            if isinstance(node, _ATOMS):
+                memo[node] = self.scope[node].push(var, node) if var is not None else node
+                continue
+            stack.append((node, var, True))
+            edges = _edges(node)
+            for i in range(len(edges) - 1, -1, -1):
+                child = edges[i][0]
+                if isinstance(node, Let) and i == 0:
+                    continue  # the bound variable itself is not an expression to visit
+                target = node.var if isinstance(node, Let) and i == 1 else None
+                stack.append((child, target, False))
+        return self.scope[self.root].wrap(memo[self.root])
+
+
+def to_a_normal_form(expr: Expr) -> Expr:
+    """ANF of an expression (a global function keeps its own binding)."""
+    return _Fill(expr, None).run()
+
+
+def to_basic_block_normal_form(expr: Expr) -> Expr:
+    """Basic-block normal form: bind only expressions shared by more than one scope."""
+    return _Fill(expr, set()).run()
+
+
+def _per_function(convert):
+    def run(mod, ctx: PassContext):
+        for gv, func in list(mod.functions.items()):
+            if func.attrs.get("Compiler"):
+                continue
+            mod.functions[gv] = convert(func)
+        return mod
+
+    return run
+
+
+def ToANormalForm():  # noqa: N802 - Relay's pass name
+    """Let-bind every non-atomic expression in the innermost scope covering its uses."""
+    return module_pass(_per_function(to_a_normal_form), opt_level=1, name="ToANormalForm")
+
+
+def ToBasicBlockNormalForm():  # noqa: N802 - Relay's pass name
+    """Let-bind the expressions shared across scopes (if branches, clauses, functions)."""
+    return module_pass(_per_function(to_basic_block_normal_form), opt_level=1,
+                       name="ToBasicBlockNormalForm")

@@ -1,0 +1,46 @@
+"""ToGraphNormalForm: inline let bindings back into a shared DAG (recursive lets are kept)."""
+
+from __future__ import annotations
+
+from ..ir.expr import Expr, Function, Let, Var
+from ..ir.traversal import free_vars, iter_post_order
+from ._walk import rebuild
+from .infra import function_pass
+
+__all__ = ["to_graph_normal_form", "ToGraphNormalForm"]
+
+
+def to_graph_normal_form(expr: Expr) -> Expr:
+    """Replace every use of a let-bound variable by its value; the lets disappear."""
+    lets: dict[Var, Let] = {}
+    recursive: set[Var] = set()
+    for node in iter_post_order(expr):
+        if isinstance(node, Let):
+            lets[node.var] = node
+            if isinstance(node.value, Function) and node.var in free_vars(node.value):
+                recursive.add(node.var)
+    if not lets:
+        return expr
+
+    def kids(node):
+        if isinstance(node, Let):
+            return (node.value, node.body) if node.var in recursive else (node.body,)
+        if isinstance(node, Var):
+            binding = lets.get(node)
+            return (binding.value,) if binding is not None and node not in recursive else ()
+        return node.children()
+
+    def make(node, res):
+        if isinstance(node, Let):
+            return Let(node.var, res[0], res[1]) if node.var in recursive else res[0]
+        if isinstance(node, Var):
+            return res[0] if res else node
+        return node.with_children(res)
+
+    return rebuild(expr, kids, make)
+
+
+def ToGraphNormalForm():  # noqa: N802 - Relay's pass name
+    """Turn let-bound programs back into graph form (implicit sharing)."""
+    return function_pass(lambda f, mod, ctx: to_graph_normal_form(f), opt_level=1,
+                         name="ToGraphNormalForm")

@@ -1,0 +1,112 @@
+"""Inline, RemoveUnusedFunctions and DefuseOps: passes that move function bodies around."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..ir.expr import Call, Expr, Function, GlobalVar
+from ..ir.module import IRModule
+from ..ir.traversal import ExprMutator, iter_post_order, substitute
+from .infra import PassContext, module_pass
+
+__all__ = ["Inline", "RemoveUnusedFunctions", "DefuseOps", "defuse_ops", "called_globals"]
+
+
+def called_globals(expr: Expr) -> set[str]:
+    """Names of the globals an expression refers to."""
+    return {n.name_hint for n in iter_post_order(expr) if isinstance(n, GlobalVar)}
+
+
+def _beta(func: Function, args: tuple) -> Expr:
+    return substitute(func.body, dict(zip(func.params, args)))
+
+
+class _InlineCalls(ExprMutator):
+    def __init__(self, targets: dict[str, Function]) -> None:
+        super().__init__()
+        self.targets = targets
+
+    def rewrite_call(self, pre: Call, post: Call) -> Expr:
+        callee = post.op
+        if isinstance(callee, GlobalVar) and callee.name_hint in self.targets:
+            func = self.targets[callee.name_hint]
+            if len(func.params) == len(post.args):
+                return _beta(func, post.args)
+        return post
+
+
+def Inline():  # noqa: N802 - Relay's pass name
+    """Inline calls of globals marked ``Inline=1`` (non-recursive ones), then drop them if unused."""
+
+    def run(mod: IRModule, ctx: PassContext) -> IRModule:
+        marked = {gv.name_hint: fn for gv, fn in mod.functions.items() if fn.attrs.get("Inline")}
+        targets = {n: fn for n, fn in marked.items() if n not in _reachable(mod, [n], through=fn)}
+        if not targets:
+            return mod
+        # Inline inside the inlined functions first, so their bodies are final.
+        for _ in range(len(targets)):
+            changed = False
+            for name, fn in list(targets.items()):
+                new = _InlineCalls(targets).visit(fn)
+                if new is not fn:
+                    targets[name], changed = new, True
+            if not changed:
+                break
+        for gv, fn in list(mod.functions.items()):
+            mod.functions[gv] = _InlineCalls(targets).visit(fn)
+        for name in targets:
+            if name != "main" and not any(name in called_globals(f) for f in mod.functions.values()):
+                mod.remove(name)
+        return mod
+
+    return module_pass(run, opt_level=1, name="Inline")
+
+
+def _reachable(mod: IRModule, roots: Sequence[str], through: Function | None = None) -> set[str]:
+    """Globals reachable from ``roots`` (from ``through``'s body instead, when given)."""
+    seen: set[str] = set()
+    work = list(called_globals(through)) if through is not None else list(roots)
+    while work:
+        name = work.pop()
+        if name in seen or name not in mod:
+            continue
+        seen.add(name)
+        work.extend(called_globals(mod[name]))
+    return seen
+
+
+def RemoveUnusedFunctions(entry_functions: Sequence[str] = ("main",)):  # noqa: N802
+    """Drop globals not reachable from the entry functions."""
+
+    def run(mod: IRModule, ctx: PassContext) -> IRModule:
+        keep = _reachable(mod, [e for e in entry_functions if e in mod])
+        for gv in list(mod.functions):
+            if gv.name_hint not in keep:
+                mod.remove(gv)
+        return mod
+
+    return module_pass(run, opt_level=1, name="RemoveUnusedFunctions")
+
+
+class _Defuse(ExprMutator):
+    def rewrite_call(self, pre: Call, post: Call) -> Expr:
+        callee = post.op
+        if isinstance(callee, Function) and callee.attrs.get("Primitive"):
+            return _beta(callee, post.args)
+        return post
+
+
+def defuse_ops(expr: Expr) -> Expr:
+    """Replace calls of ``Primitive`` functions by their bodies."""
+    return _Defuse().visit(expr)
+
+
+def DefuseOps():  # noqa: N802 - Relay's pass name
+    """Undo FuseOps: inline every fused (Primitive) function at its call."""
+
+    def run(mod: IRModule, ctx: PassContext) -> IRModule:
+        for gv, fn in list(mod.functions.items()):
+            mod.functions[gv] = defuse_ops(fn)
+        return mod
+
+    return module_pass(run, opt_level=0, name="DefuseOps")
