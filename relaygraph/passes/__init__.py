@@ -9,7 +9,9 @@ from __future__ import annotations
 from .anf import ToANormalForm, ToBasicBlockNormalForm, to_a_normal_form, to_basic_block_normal_form
 from .cse import EliminateCommonSubexpr, eliminate_common_subexpr
 from .dce import DeadCodeElimination, dead_code_elimination
+from .fuse_ops import FuseOps, fuse_ops
 from .gnf import ToGraphNormalForm, to_graph_normal_form
+from .infer import InferType
 from .infra import (
     FunctionPass,
     ModulePass,
@@ -31,6 +33,7 @@ from .instruments import PassPrintingInstrument, PassTimingInstrument
 from .lambda_lift import LambdaLift
 from .pipeline import parse_pipeline
 
+register_pass("InferType", InferType)
 register_pass("ToANormalForm", ToANormalForm)
 register_pass("ToBasicBlockNormalForm", ToBasicBlockNormalForm)
 register_pass("ToGraphNormalForm", ToGraphNormalForm)
@@ -40,13 +43,15 @@ register_pass("Inline", Inline)
 register_pass("RemoveUnusedFunctions", RemoveUnusedFunctions, **{"entry-functions": ("main",)})
 register_pass("DefuseOps", DefuseOps)
 register_pass("LambdaLift", LambdaLift)
+register_pass("FuseOps", FuseOps, **{"fuse-opt-level": -1})
 
 __all__ = [
-    "DeadCodeElimination", "DefuseOps", "EliminateCommonSubexpr", "FunctionPass", "Inline",
-    "LambdaLift", "ModulePass", "Pass", "PassContext", "PassError", "PassInfo", "PassInstrument",
-    "PassPrintingInstrument", "PassTimingInstrument", "RemoveUnusedFunctions", "Sequential",
-    "ToANormalForm", "ToBasicBlockNormalForm", "ToGraphNormalForm", "dead_code_elimination",
-    "defuse_ops", "eliminate_common_subexpr", "function_pass", "get_pass", "list_passes",
-    "module_pass", "parse_pipeline", "register_config", "register_pass", "to_a_normal_form",
-    "to_basic_block_normal_form", "to_graph_normal_form",
+    "DeadCodeElimination", "DefuseOps", "EliminateCommonSubexpr", "FunctionPass", "FuseOps",
+    "InferType", "Inline", "LambdaLift", "ModulePass", "Pass", "PassContext", "PassError",
+    "PassInfo", "PassInstrument", "PassPrintingInstrument", "PassTimingInstrument",
+    "RemoveUnusedFunctions", "Sequential", "ToANormalForm", "ToBasicBlockNormalForm",
+    "ToGraphNormalForm", "dead_code_elimination", "defuse_ops", "eliminate_common_subexpr",
+    "function_pass", "fuse_ops", "get_pass", "list_passes", "module_pass", "parse_pipeline",
+    "register_config", "register_pass", "to_a_normal_form", "to_basic_block_normal_form",
+    "to_graph_normal_form",
 ]
