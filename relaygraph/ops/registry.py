@@ -11,7 +11,18 @@ fill the table. Other layers rely on these names:
 - ``OpDef.kernel(args: list[np.ndarray], attrs: Attrs) -> np.ndarray | tuple[np.ndarray, ...]``
 - ``OpDef.pattern`` (a ``PatternKind``, TVM's fusion pattern kinds and values)
 - ``OpDef.flops(arg_types, out_type, attrs) -> float`` and ``OpDef.bytes(...) -> float``
-- ``OpDef.domain``: how to draw valid random inputs (e.g. ``"positive"`` for ``log``)
+- ``OpDef.domain``: how to draw valid random inputs (e.g. ``"positive"`` for ``log``); a str
+  for every input or a tuple with one entry per input (see ``relaygraph.ops.domains``)
+
+Attributes. ``OpDef.attrs`` holds TVM's C++ defaults (``include/tvm/relay/attrs/*.h``), which
+are what TVM's text printer compares against: it prints only attributes that differ from them.
+``OpDef.py_defaults`` holds what TVM's Python API passes when the caller gives nothing (e.g.
+``units=None`` for ``nn.dense``, ``transpose_b=True`` for ``nn.batch_matmul``); the ``rg.op``
+builders use them. A Call's attrs are in canonical form when they hold exactly the attributes
+that differ from ``OpDef.attrs`` (``REQUIRED`` ones always): ``OpDef.canonical_attrs(mapping)``
+makes that form (validating names, coercing ints to floats where TVM has a double, applying the
+Python API's normalisation such as 2-value padding to 4 values), and ``OpDef.resolve(attrs)``
+gives the full dict of values with defaults filled in, which relations and kernels read.
 """
 
 from __future__ import annotations
@@ -21,6 +32,10 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..errors import RelayTypeError
+from ..ir.attrs import EMPTY_ATTRS, Attrs, canonical_attr
+from ..ir.node import NodeError
 
 __all__ = ["OpDef", "PatternKind", "REQUIRED", "register", "lookup", "get", "all_ops"]
 
@@ -61,14 +76,102 @@ class OpDef:
     pattern: PatternKind = PatternKind.OPAQUE
     flops: Callable[..., float] = _no_flops
     bytes: Callable[..., float] | None = None
-    domain: str = "any"
+    domain: str | tuple = "any"
     input_names: tuple[str, ...] = ()
     doc: str = ""
     extra: dict = field(default_factory=dict)
+    py_defaults: Mapping[str, Any] = field(default_factory=dict)
+    normalize: Callable[[dict], dict] | None = None
+    infer_inputs: Callable[..., Any] | None = None
+    sampler: Callable[..., Any] | None = None
+    examples: tuple = ()
+
+    def __post_init__(self) -> None:
+        self._resolved: dict = {}
 
     def attr_defaults(self) -> dict[str, Any]:
         """The attributes that have defaults, with them."""
         return {k: v for k, v in self.attrs.items() if v is not REQUIRED}
+
+    def input_domain(self, i: int) -> str:
+        """The random-input domain of input ``i``."""
+        if isinstance(self.domain, str):
+            return self.domain
+        return self.domain[i] if i < len(self.domain) else "any"
+
+    # -- attributes -------------------------------------------------------------------------
+    def canonical_attrs(self, given: Mapping[str, Any] | None = None, **kwargs: Any) -> Attrs:
+        """Validated attrs in canonical form: only values that differ from TVM's defaults."""
+        merged = dict(given or {}, **kwargs)
+        unknown = [k for k in merged if k not in self.attrs]
+        if unknown:
+            raise NodeError(f"{self.name} has no attribute(s) {', '.join(map(repr, unknown))}; "
+                            f"valid attributes: {', '.join(self.attrs) or 'none'}")
+        values: dict[str, Any] = {}
+        for name, default in self.attrs.items():
+            if name in merged:
+                values[name] = _coerce(canonical_attr(merged[name], f"{self.name}.{name}"), default)
+            elif name in self.py_defaults:
+                values[name] = canonical_attr(self.py_defaults[name])
+            elif default is REQUIRED:
+                raise NodeError(f"{self.name}: attribute {name!r} is required")
+        if self.normalize is not None:
+            values = {k: canonical_attr(v) for k, v in self.normalize(dict(values)).items()}
+        out = {k: v for k, v in values.items()
+               if self.attrs[k] is REQUIRED or not _same(v, self.attrs[k])}
+        return Attrs(out) if out else EMPTY_ATTRS
+
+    def resolve(self, attrs: Attrs | Mapping[str, Any] | None) -> dict[str, Any]:
+        """Every attribute's value (given, else TVM's default, else the Python API's default)."""
+        if attrs is None:
+            attrs = EMPTY_ATTRS
+        cache = self._resolved
+        if isinstance(attrs, Attrs):
+            hit = cache.get(attrs)
+            if hit is not None:
+                return hit
+        full = self._resolve(attrs)
+        if isinstance(attrs, Attrs):
+            if len(cache) > 4096:  # attrs of long-gone programs; the hot set refills quickly
+                cache.clear()
+            cache[attrs] = full
+        return full
+
+    def _resolve(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = [k for k in attrs if k not in self.attrs]
+        if unknown:
+            raise RelayTypeError(f"{self.name} has no attribute(s) {', '.join(map(repr, unknown))}; "
+                                 f"valid attributes: {', '.join(self.attrs) or 'none'}")
+        full: dict[str, Any] = {}
+        for name, default in self.attrs.items():
+            if name in attrs:
+                full[name] = _coerce(canonical_attr(attrs[name]), default)
+            elif default is not REQUIRED:
+                full[name] = default
+            elif name in self.py_defaults:
+                full[name] = canonical_attr(self.py_defaults[name])
+            else:
+                raise RelayTypeError(f"{self.name}: attribute {name!r} is required")
+        if self.normalize is not None:
+            full = {k: canonical_attr(v) for k, v in self.normalize(dict(full)).items()}
+        return full
+
+
+def _coerce(value: Any, default: Any) -> Any:
+    """Give a value the Python type of the default where TVM's field type is unambiguous."""
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(default, bool) and isinstance(value, int) and not isinstance(value, bool) \
+            and value in (0, 1):
+        return bool(value)
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of the same types (so ``1``, ``1.0`` and ``True`` differ)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
 
 
 _TABLE: dict[str, OpDef] = {}

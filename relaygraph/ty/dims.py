@@ -1,15 +1,25 @@
-"""Symbolic dimensions: named sympy symbols and simplification (the only sympy entry point
-for dimensions; the IR stores whatever these return)."""
+"""Symbolic dimensions: named sympy symbols, simplification and shape arithmetic.
+
+This is the only sympy entry point for dimensions; the IR stores whatever these return. A
+dimension is a plain ``int`` (the fast path: concrete models never touch sympy), the ``Any``
+marker (``?``, propagates through arithmetic) or a simplified sympy expression over symbols
+made by :func:`sym`.
+"""
 
 from __future__ import annotations
 
 import functools
+import math
 
 import sympy
 
 from ..ir.types import Any
 
-__all__ = ["sym", "simplify_dim", "is_symbolic"]
+__all__ = [
+    "sym", "simplify_dim", "is_symbolic", "is_known", "dim_add", "dim_sub", "dim_mul",
+    "dim_floordiv", "dim_ceildiv", "dim_max", "dim_min", "dim_round", "dim_prod", "dims_equal",
+    "dim_str", "substitute_dim", "as_int", "parse_dim",
+]
 
 
 @functools.cache
@@ -20,8 +30,15 @@ def sym(name: str) -> sympy.Symbol:
 
 def simplify_dim(d):
     """An int for a constant, ``Any`` for ``?``, or a simplified sympy expression."""
-    if d is Any or isinstance(d, int):
+    if d is Any or type(d) is int:
         return d
+    if isinstance(d, bool):
+        raise TypeError(f"a dimension cannot be a bool ({d!r})")
+    if isinstance(d, int):  # numpy ints and int subclasses
+        return int(d)
+    d = sympy.sympify(d)
+    if d.is_Integer:
+        return int(d)
     d = sympy.simplify(d)
     if d.is_Integer:
         return int(d)
@@ -31,3 +48,123 @@ def simplify_dim(d):
 def is_symbolic(d) -> bool:
     """True for a dimension that is a sympy expression (not an int, not ``?``)."""
     return isinstance(d, sympy.Basic)
+
+
+def is_known(d) -> bool:
+    """True for a concrete int dimension."""
+    return type(d) is int
+
+
+def as_int(d) -> int | None:
+    """The int value of a dimension, or None when it is symbolic or ``?``."""
+    return d if type(d) is int else None
+
+
+def _binary(a, b, int_op, sym_op):
+    if type(a) is int and type(b) is int:
+        return int_op(a, b)
+    if a is Any or b is Any:
+        return Any
+    return simplify_dim(sym_op(sympy.sympify(a), sympy.sympify(b)))
+
+
+def dim_add(a, b):
+    """``a + b`` on dimensions."""
+    return _binary(a, b, int.__add__, lambda x, y: x + y)
+
+
+def dim_sub(a, b):
+    """``a - b`` on dimensions."""
+    return _binary(a, b, int.__sub__, lambda x, y: x - y)
+
+
+def dim_mul(a, b):
+    """``a * b`` on dimensions."""
+    return _binary(a, b, int.__mul__, lambda x, y: x * y)
+
+
+def dim_floordiv(a, b):
+    """``floor(a / b)`` on dimensions (sympy's floor when symbolic)."""
+    return _binary(a, b, int.__floordiv__, lambda x, y: sympy.floor(x / y))
+
+
+def dim_ceildiv(a, b):
+    """``ceil(a / b)`` on dimensions."""
+    return _binary(a, b, lambda x, y: -((-x) // y), lambda x, y: sympy.ceiling(x / y))
+
+
+def dim_max(a, b):
+    """``max(a, b)`` on dimensions."""
+    return _binary(a, b, max, sympy.Max)
+
+
+def dim_min(a, b):
+    """``min(a, b)`` on dimensions."""
+    return _binary(a, b, min, sympy.Min)
+
+
+def dim_round(d, scale: float):
+    """``round(d * scale)`` (half away from zero, as TVM's ``round``) for a float scale."""
+    if type(d) is int:
+        return int(math.floor(d * scale + 0.5))
+    if d is Any:
+        return Any
+    if float(scale).is_integer():
+        return simplify_dim(d * int(scale))
+    return simplify_dim(sympy.floor(d * sympy.nsimplify(scale) + sympy.Rational(1, 2)))
+
+
+def dim_prod(dims) -> object:
+    """The product of dimensions (1 for none)."""
+    out = 1
+    for d in dims:
+        out = dim_mul(out, d)
+    return out
+
+
+def dims_equal(a, b) -> bool | None:
+    """True if provably equal, False if provably different, None when it cannot be decided."""
+    if a is b:
+        return True
+    if type(a) is int and type(b) is int:
+        return a == b
+    if a is Any or b is Any:
+        return None
+    diff = sympy.simplify(sympy.sympify(a) - sympy.sympify(b))
+    if diff == 0:
+        return True
+    if diff.is_Integer or diff.is_nonzero:
+        return False
+    return None
+
+
+def substitute_dim(d, mapping: dict):
+    """``d`` with symbols replaced by ``mapping`` (symbol -> dimension), simplified."""
+    if not mapping or not is_symbolic(d):
+        return d
+    if not (d.free_symbols & mapping.keys()):
+        return d
+    if any(v is Any for k, v in mapping.items() if k in d.free_symbols):
+        return Any
+    return simplify_dim(d.subs({k: v for k, v in mapping.items() if k in d.free_symbols}))
+
+
+def dim_str(d) -> str:
+    """A dimension as text: ``3``, ``?`` or the sympy expression."""
+    return "?" if d is Any else str(d)
+
+
+def parse_dim(text: str):
+    """A dimension from text (``3``, ``?``, ``n``, ``floor((h - 1)/2) + 1``)."""
+    text = text.strip()
+    if text == "?":
+        return Any
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        expr = sympy.sympify(text, locals={"ceil": sympy.ceiling})
+    except (sympy.SympifyError, SyntaxError, TypeError) as exc:
+        raise ValueError(f"not a dimension expression: {text!r} ({exc})") from None
+    # Re-home every name on the shared dimension symbols (integer, non-negative).
+    expr = expr.subs({s: sym(s.name) for s in expr.free_symbols})
+    return simplify_dim(expr)

@@ -1,0 +1,275 @@
+"""``nn.conv2d`` and ``nn.conv2d_transpose``: relations with TVM's attributes and layouts,
+kernels through sliding windows and einsum (grouped and depthwise included)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ..ir.types import TensorType
+from ..ty.dims import dim_add, dim_floordiv, dim_mul, dim_sub, dims_equal, is_known
+from ._base import PatternKind, ShapeError, defop, fmt, numel, tensor_arg
+
+__all__ = ["pad4", "pair", "layout_perm", "conv2d_nchw"]
+
+F32 = "float32"
+
+
+def _t(shape, dtype=F32) -> TensorType:
+    return TensorType(shape, dtype)
+
+
+# -- attribute helpers (also used by pooling) ---------------------------------------------------
+def pair(v, what: str) -> tuple[int, int]:
+    """A 2-value attribute (an int means both)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v, v)
+    if isinstance(v, tuple) and len(v) == 1:
+        return (v[0], v[0])
+    if isinstance(v, tuple) and len(v) == 2:
+        return v
+    raise ShapeError(f"{what} must have 1 or 2 values, got {v!r}")
+
+
+def pad4(v) -> tuple[int, int, int, int]:
+    """Padding as (top, left, bottom, right) from 1, 2 or 4 values, as TVM reads it."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v, v, v, v)
+    if isinstance(v, tuple):
+        if len(v) == 1:
+            return (v[0],) * 4
+        if len(v) == 2:
+            return (v[0], v[1], v[0], v[1])
+        if len(v) == 4:
+            return v
+    raise ShapeError(f"padding must have 1, 2 or 4 values, got {v!r}")
+
+
+def normalize_2d(v: dict, keys=("strides", "dilation", "kernel_size")) -> dict:
+    """TVM's Python API: single ints become pairs and padding becomes 4 values."""
+    for k in keys:
+        x = v.get(k)
+        if isinstance(x, int) and not isinstance(x, bool):
+            v[k] = (x, x)
+    if "padding" in v:
+        try:
+            v["padding"] = pad4(v["padding"])
+        except ShapeError:
+            pass  # left for the type relation to report with the argument types
+    return v
+
+
+def layout_perm(layout: str, canonical: str, what: str) -> str:
+    """Check that a layout is a permutation of the canonical letters (no packed layouts)."""
+    if sorted(layout) != sorted(canonical):
+        raise ShapeError(f"{what} {layout!r} is not supported (use a permutation of {canonical})")
+    return layout
+
+
+def _to_canonical(arr: np.ndarray, layout: str, canonical: str) -> np.ndarray:
+    return arr if layout == canonical else np.transpose(arr, [layout.index(c) for c in canonical])
+
+
+def _from_canonical(arr: np.ndarray, canonical: str, layout: str) -> np.ndarray:
+    return arr if layout == canonical else np.transpose(arr, [canonical.index(c) for c in layout])
+
+
+# -- nn.conv2d -----------------------------------------------------------------------------------
+def _conv_out(size, pad_lo, pad_hi, k, stride, dilation):
+    span = dim_add(dim_mul(dilation, dim_sub(k, 1)), 1)
+    return dim_add(dim_floordiv(dim_sub(dim_add(dim_add(size, pad_lo), pad_hi), span), stride), 1)
+
+
+def _check_dim(got, want, what: str) -> None:
+    if dims_equal(got, want) is False:
+        raise ShapeError(f"{what}: expected {want}, got {got}")
+
+
+def _conv2d_rel(args, a):
+    x, w = tensor_arg(args[0], 0), tensor_arg(args[1], 1)
+    dl = layout_perm(a["data_layout"], "NCHW", "data_layout")
+    kl = layout_perm(a["kernel_layout"], "OIHW", "kernel_layout")
+    ol = layout_perm(a["out_layout"] or dl, "NCHW", "out_layout")
+    if x.ndim != 4:
+        raise ShapeError(f"data must have rank 4 ({dl}), got {fmt(x)}")
+    if w.ndim != 4:
+        raise ShapeError(f"weight must have rank 4 ({kl}), got {fmt(w)}")
+    n, c, h, wd = (x.shape[dl.index(k)] for k in "NCHW")
+    ws = {k: w.shape[kl.index(k)] for k in "OIHW"}
+    groups = a["groups"]
+    if not isinstance(groups, int) or groups < 1:
+        raise ShapeError(f"groups must be a positive int, got {groups!r}")
+    channels, ksize = a["channels"], a["kernel_size"]
+    if ksize is not None:
+        kh, kw = pair(ksize, "kernel_size")
+        _check_dim(ws["H"], kh, "weight height (kernel_size)")
+        _check_dim(ws["W"], kw, "weight width (kernel_size)")
+    else:
+        kh, kw = ws["H"], ws["W"]
+    if channels is not None:
+        _check_dim(ws["O"], channels, "weight output channels (channels)")
+    out_c = channels if channels is not None else ws["O"]
+    if dims_equal(dim_mul(ws["I"], groups), c) is False:
+        raise ShapeError(f"data has {c} input channels but the weight takes {ws['I']} per group "
+                         f"x {groups} groups")
+    if is_known(out_c) and out_c % groups:
+        raise ShapeError(f"output channels {out_c} are not divisible by groups={groups}")
+    pt, pl, pb, pr = pad4(a["padding"])
+    sh, sw = pair(a["strides"], "strides")
+    dh, dw = pair(a["dilation"], "dilation")
+    oh = _conv_out(h, pt, pb, kh, sh, dh)
+    ow = _conv_out(wd, pl, pr, kw, sw, dw)
+    if (is_known(oh) and oh <= 0) or (is_known(ow) and ow <= 0):
+        raise ShapeError(f"the kernel {kh}x{kw} does not fit the padded input {h}x{wd}")
+    out = {"N": n, "C": out_c, "H": oh, "W": ow}
+    return TensorType(tuple(out[k] for k in ol), a["out_dtype"] or x.dtype)
+
+
+def _conv2d_infer(args, a):
+    x = args[0]
+    if not isinstance(x, TensorType) or a["channels"] is None or a["kernel_size"] is None:
+        return None
+    dl, kl = a["data_layout"], a["kernel_layout"]
+    c = x.shape[dl.index("C")]
+    kh, kw = pair(a["kernel_size"], "kernel_size")
+    ws = {"O": a["channels"], "I": dim_floordiv(c, a["groups"]), "H": kh, "W": kw}
+    return [None, TensorType(tuple(ws[k] for k in kl), x.dtype)]
+
+
+def conv2d_nchw(x, w, strides, padding, dilation, groups, out_dtype=None):
+    """Convolution of NCHW data with an OIHW weight; padding may be negative (cropping)."""
+    pt, pl, pb, pr = padding
+    x = x[:, :, max(-pt, 0):x.shape[2] - max(-pb, 0), max(-pl, 0):x.shape[3] - max(-pr, 0)]
+    x = np.pad(x, ((0, 0), (0, 0), (max(pt, 0), max(pb, 0)), (max(pl, 0), max(pr, 0))))
+    o, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = strides, dilation
+    span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    win = sliding_window_view(x, (span_h, span_w), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
+    n, c, oh, ow = win.shape[:4]
+    if groups == 1:
+        out = np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3]))  # (n, oh, ow, o)
+        out = np.moveaxis(out, 3, 1)
+    else:
+        win = win.reshape(n, groups, c // groups, oh, ow, kh, kw)
+        wg = w.reshape(groups, o // groups, cg, kh, kw)
+        out = np.einsum("ngchwij,gocij->ngohw", win, wg, optimize=True).reshape(n, o, oh, ow)
+    return np.ascontiguousarray(out).astype(out_dtype or x.dtype, copy=False)
+
+
+def _conv2d_kernel(args, a):
+    x, w = args
+    dl, kl = a["data_layout"], a["kernel_layout"]
+    ol = a["out_layout"] or dl
+    out = conv2d_nchw(_to_canonical(x, dl, "NCHW"), _to_canonical(w, kl, "OIHW"),
+                      pair(a["strides"], "strides"), pad4(a["padding"]),
+                      pair(a["dilation"], "dilation"), a["groups"], a["out_dtype"] or x.dtype)
+    return _from_canonical(out, "NCHW", ol)
+
+
+def _conv2d_flops(arg_types, out_type, a) -> float:
+    w = arg_types[1]
+    per_out = numel(w) / w.shape[a["kernel_layout"].index("O")] if w.ndim == 4 else 0
+    return 2.0 * numel(out_type) * per_out
+
+
+_CONV_ATTRS = {
+    "strides": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1, "channels": None,
+    "kernel_size": None, "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "",
+    "out_dtype": "",
+}
+defop("nn.conv2d", 2, _CONV_ATTRS, _conv2d_rel, _conv2d_kernel, PatternKind.OUT_ELEMWISE_FUSABLE,
+      flops=_conv2d_flops, input_names=("data", "weight"), normalize=normalize_2d,
+      infer_inputs=_conv2d_infer,
+      examples=(
+          ([_t((1, 3, 8, 8)), _t((4, 3, 3, 3))], {}),
+          ([_t((2, 3, 9, 7)), _t((4, 3, 3, 3))], {"padding": (1, 1), "strides": (2, 2)}),
+          ([_t((1, 2, 8, 8)), _t((3, 2, 3, 2))], {"padding": (1, 0, 2, 1), "dilation": (2, 1)}),
+          ([_t((1, 4, 6, 6)), _t((6, 2, 3, 3))], {"groups": 2, "channels": 6,
+                                                  "kernel_size": (3, 3)}),
+          ([_t((1, 4, 6, 6)), _t((4, 1, 3, 3))], {"groups": 4, "padding": (1, 1)}),
+          ([_t((1, 7, 7, 3)), _t((3, 3, 3, 5))], {"data_layout": "NHWC", "kernel_layout": "HWIO",
+                                                  "padding": (1, 1)}),
+          ([_t((1, 6, 5, 4), "int32"), _t((2, 6, 1, 1), "int32")], {}),
+      ))
+
+
+# -- nn.conv2d_transpose -------------------------------------------------------------------------
+def _conv2d_transpose_rel(args, a):
+    x, w = tensor_arg(args[0], 0), tensor_arg(args[1], 1)
+    dl = layout_perm(a["data_layout"], "NCHW", "data_layout")
+    kl = layout_perm(a["kernel_layout"], "IOHW", "kernel_layout")
+    ol = layout_perm(a["out_layout"] or dl, "NCHW", "out_layout")
+    if x.ndim != 4 or w.ndim != 4:
+        raise ShapeError(f"data and weight must have rank 4, got {fmt(x)} and {fmt(w)}")
+    n, c, h, wd = (x.shape[dl.index(k)] for k in "NCHW")
+    ws = {k: w.shape[kl.index(k)] for k in "IOHW"}
+    groups = a["groups"]
+    if a["kernel_size"] is not None:
+        kh, kw = pair(a["kernel_size"], "kernel_size")
+        _check_dim(ws["H"], kh, "weight height (kernel_size)")
+        _check_dim(ws["W"], kw, "weight width (kernel_size)")
+    else:
+        kh, kw = ws["H"], ws["W"]
+    out_c = a["channels"] if a["channels"] is not None else dim_mul(ws["O"], groups)
+    if a["channels"] is not None:
+        _check_dim(dim_mul(ws["O"], groups), a["channels"], "weight output channels x groups")
+    _check_dim(ws["I"], c, "weight input channels (the data's channels)")
+    pt, pl, pb, pr = pad4(a["padding"])
+    sh, sw = pair(a["strides"], "strides")
+    dh, dw = pair(a["dilation"], "dilation")
+    oph, opw = pair(a["output_padding"], "output_padding")
+
+    def size(d, k, s, dil, p0, p1, op):
+        span = dim_add(dim_mul(dil, dim_sub(k, 1)), 1)
+        return dim_add(dim_sub(dim_add(dim_mul(dim_sub(d, 1), s), span), p0 + p1), op)
+
+    out = {"N": n, "C": out_c, "H": size(h, kh, sh, dh, pt, pb, oph),
+           "W": size(wd, kw, sw, dw, pl, pr, opw)}
+    return TensorType(tuple(out[k] for k in ol), a["out_dtype"] or x.dtype)
+
+
+def _conv2d_transpose_kernel(args, a):
+    x, w = args
+    dl, kl = a["data_layout"], a["kernel_layout"]
+    x = _to_canonical(x, dl, "NCHW")
+    w = _to_canonical(w, kl, "IOHW")
+    g = a["groups"]
+    c, og, kh, kw = w.shape
+    (sh, sw), (dh, dw) = pair(a["strides"], "strides"), pair(a["dilation"], "dilation")
+    pt, pl, pb, pr = pad4(a["padding"])
+    oph, opw = pair(a["output_padding"], "output_padding")
+    # the transpose of a strided conv: spread the input by the stride, then convolve with the
+    # flipped kernel whose in/out channels are swapped within each group
+    n, _, h, wd = x.shape
+    spread = np.zeros((n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1), dtype=x.dtype)
+    spread[:, :, ::sh, ::sw] = x
+    wc = w.reshape(g, c // g, og, kh, kw).transpose(0, 2, 1, 3, 4).reshape(g * og, c // g, kh, kw)
+    wc = wc[:, :, ::-1, ::-1]
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    pads = (eh - pt, ew - pl, eh - pb + oph, ew - pr + opw)
+    out = conv2d_nchw(spread, wc, (1, 1), pads, (dh, dw), g, a["out_dtype"] or x.dtype)
+    return _from_canonical(out, "NCHW", a["out_layout"] or dl)
+
+
+def _conv2d_transpose_flops(arg_types, out_type, a) -> float:
+    x, w = arg_types
+    per_in = numel(w) / w.shape[a["kernel_layout"].index("I")] if w.ndim == 4 else 0
+    return 2.0 * numel(x) * per_in
+
+
+_CONVT_ATTRS = {
+    "channels": None, "kernel_size": None, "strides": (1, 1), "output_padding": (0, 0),
+    "padding": (0, 0), "dilation": (1, 1), "groups": 1, "data_layout": "NCHW",
+    "kernel_layout": "IOHW", "out_layout": "", "out_dtype": "",
+}
+defop("nn.conv2d_transpose", 2, _CONVT_ATTRS, _conv2d_transpose_rel, _conv2d_transpose_kernel,
+      PatternKind.OUT_ELEMWISE_FUSABLE, flops=_conv2d_transpose_flops,
+      input_names=("data", "weight"),
+      normalize=lambda v: normalize_2d(v, ("strides", "dilation", "kernel_size", "output_padding")),
+      examples=(
+          ([_t((1, 4, 4, 4)), _t((4, 2, 4, 4))], {"strides": (2, 2), "padding": (1, 1, 1, 1)}),
+          ([_t((1, 3, 5, 5)), _t((3, 2, 3, 3))], {}),
+          ([_t((2, 4, 3, 3)), _t((4, 3, 3, 3))], {"groups": 2, "strides": (2, 2),
+                                                  "output_padding": (1, 1), "padding": (1, 1)}),
+          ([_t((1, 2, 4, 3)), _t((2, 3, 2, 3))], {"dilation": (2, 1), "padding": (1, 0, 0, 1)}),
+      ))
