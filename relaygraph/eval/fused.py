@@ -1,0 +1,206 @@
+"""Kernels for fused groups: calls of ``Primitive=1`` functions made by FuseOps.
+
+When every operator of a group is elementwise or broadcast and numexpr can express it, the
+group becomes one numexpr program (compiled once per input dtype, cached): a fused chain then
+allocates only its result, no temporaries. Otherwise the group's operators run in sequence
+inside the one instruction, through the group's own compiled plan.
+
+Float constants (in the group or in attributes such as ``clip``'s bounds) are passed to
+numexpr as rank-0 inputs of the group's dtype, because numexpr reads a float literal as
+float64 and would silently widen a float32 chain.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..ir.expr import Call, Constant, Function, Op
+from ..ir.traversal import iter_post_order
+from ..ops import registry
+
+__all__ = ["FusedKernel", "fused_kernel", "NUMEXPR_TEMPLATES"]
+
+# Relay op name -> numexpr template over the argument expressions {0}, {1}, ... and named
+# attribute constants {k:attr}. Only float inputs take this path (see FusedKernel.__call__).
+NUMEXPR_TEMPLATES: dict[str, str] = {
+    "add": "({0} + {1})",
+    "subtract": "({0} - {1})",
+    "multiply": "({0} * {1})",
+    "divide": "({0} / {1})",
+    "power": "({0} ** {1})",
+    "negative": "(-{0})",
+    "abs": "abs({0})",
+    "exp": "exp({0})",
+    "log": "log({0})",
+    "sqrt": "sqrt({0})",
+    "rsqrt": "(1 / sqrt({0}))",
+    "sin": "sin({0})",
+    "cos": "cos({0})",
+    "tanh": "tanh({0})",
+    "sigmoid": "(1 / (1 + exp(-{0})))",
+    "nn.relu": "where({0} > 0, {0}, 0)",
+    "nn.leaky_relu": "where({0} > 0, {0}, {0} * {k:alpha})",
+    "clip": "where({0} < {k:a_min}, {k:a_min}, where({0} > {k:a_max}, {k:a_max}, {0}))",
+    "maximum": "where({0} > {1}, {0}, {1})",
+    "minimum": "where({0} < {1}, {0}, {1})",
+    "copy": "({0})",
+    "where": "where({0}, {1}, {2})",
+    "greater": "({0} > {1})",
+    "less": "({0} < {1})",
+    "greater_equal": "({0} >= {1})",
+    "less_equal": "({0} <= {1})",
+    "equal": "({0} == {1})",
+    "not_equal": "({0} != {1})",
+}
+
+_ATTR_DEFAULTS = {"alpha": 0.01}
+_MAX_EXPR_CHARS = 4000  # numexpr has no let: a shared input is spelled out at each use
+_ELEMENTWISE = (registry.PatternKind.ELEMWISE, registry.PatternKind.BROADCAST)
+
+
+class FusedKernel:
+    """The instruction body for calls of one Primitive function: ``kernel(args, extra)``."""
+
+    def __init__(self, func: Function, mode: str = "numexpr") -> None:
+        from .executor import _Compiler
+
+        ops = [n.op.name for n in iter_post_order(func.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+        self.label = "fused(" + ", ".join(dict.fromkeys(ops)) + ")"
+        self.plan = _Compiler("sequence").compile(func)
+        self.expression = None
+        self.attr_constants: list[float] = []
+        self.constants: list[np.ndarray] = []
+        self.num_params = len(func.params)
+        self._programs: dict = {}
+        if mode == "numexpr":
+            self._translate(func)
+        elif mode != "sequence":
+            raise ValueError(f"unknown fused-group mode {mode!r} (use 'numexpr' or 'sequence')")
+
+    @property
+    def uses_numexpr(self) -> bool:
+        """True when the group is one numexpr program (for float inputs)."""
+        return self.expression is not None
+
+    def _translate(self, func: Function) -> None:
+        text: dict = {p: f"p{i}" for i, p in enumerate(func.params)}
+        for node in iter_post_order(func.body):
+            if node in text:
+                continue
+            if isinstance(node, Constant):
+                if node.dtype not in ("float32", "float64"):
+                    return
+                text[node] = f"c{len(self.constants)}"
+                self.constants.append(node.data)
+                continue
+            if isinstance(node, Op):
+                continue
+            if not isinstance(node, Call) or not isinstance(node.op, Op):
+                return
+            template = self._template(node)
+            if template is None:
+                return
+            args = [text[a] for a in node.args]
+            text[node] = template.format(*args)
+            if len(text[node]) > _MAX_EXPR_CHARS:
+                return
+        self.expression = text.get(func.body)
+
+    def _template(self, call: Call) -> str | None:
+        name = call.op.name
+        template = NUMEXPR_TEMPLATES.get(name)
+        if name == "nn.bias_add" and call.attrs.get("axis", 1) == -1:
+            template = "({0} + {1})"  # a bias on the last axis is a plain broadcast
+        if template is None:
+            return None
+        record = registry.lookup(name)
+        if record is not None and record.pattern not in _ELEMENTWISE and name != "nn.bias_add":
+            return None
+        while "{k:" in template:
+            start = template.index("{k:")
+            end = template.index("}", start)
+            attr = template[start + 3:end]
+            value = call.attrs.get(attr, _ATTR_DEFAULTS.get(attr))
+            if not isinstance(value, (int, float)):
+                return None
+            index = len(self.attr_constants)
+            self.attr_constants.append(float(value))
+            template = template.replace(template[start:end + 1], f"k{index}")
+        return template
+
+    def __call__(self, args: list, _extra=None):
+        if self.expression is not None:
+            dtype = _common_float_dtype(args)
+            if dtype is not None and all(c.dtype == dtype for c in self.constants):
+                return self._program(dtype)(*args, *self.constants, *self._attr_arrays(dtype))
+        return self.plan.run(args)
+
+    def _program(self, dtype: np.dtype):
+        program = self._programs.get(dtype)
+        if program is None:
+            import numexpr
+
+            kind = float if dtype == np.float32 else np.float64  # numexpr's names for the kinds
+            names = ([f"p{i}" for i in range(self.num_params)]
+                     + [f"c{i}" for i in range(len(self.constants))]
+                     + [f"k{i}" for i in range(len(self.attr_constants))])
+            used = [n for n in names if _mentions(self.expression, n)]
+            program = numexpr.NumExpr(self.expression, signature=[(n, kind) for n in used])
+            positions = [names.index(n) for n in used]
+            if len(used) != len(names):
+                inner = program
+                program = _Select(inner, positions)
+            self._programs[dtype] = program
+        return program
+
+    def _attr_arrays(self, dtype) -> list:
+        return [np.asarray(v, dtype=dtype) for v in self.attr_constants]
+
+
+class _Select:
+    """A numexpr program that ignores the inputs its expression does not mention."""
+
+    __slots__ = ("program", "positions")
+
+    def __init__(self, program, positions: list[int]) -> None:
+        self.program = program
+        self.positions = positions
+
+    def __call__(self, *args):
+        return self.program(*[args[i] for i in self.positions])
+
+
+def _mentions(expression: str, name: str) -> bool:
+    import re
+
+    return re.search(rf"\b{name}\b", expression) is not None
+
+
+def _common_float_dtype(args: list):
+    dtype = None
+    for a in args:
+        if type(a) is not np.ndarray:
+            return None
+        if dtype is None:
+            dtype = a.dtype
+            if dtype != np.float32 and dtype != np.float64:
+                return None
+        elif a.dtype != dtype:
+            return None
+    return dtype
+
+
+_KERNELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def fused_kernel(func: Function, mode: str = "numexpr") -> FusedKernel:
+    """The kernel for ``func`` (a Primitive function), shared by every call of it."""
+    per_mode = _KERNELS.get(func)
+    if per_mode is None:
+        per_mode = _KERNELS[func] = {}
+    kernel = per_mode.get(mode)
+    if kernel is None:
+        kernel = per_mode[mode] = FusedKernel(func, mode)
+    return kernel
