@@ -1,13 +1,34 @@
-"""Built-in workloads: ``get(name, **options) -> (IRModule, params)`` and ``names()``."""
+"""Built-in workloads: ``get(name, **options) -> (IRModule, params)`` and ``names()``.
+
+Every model takes ``small=True`` (a configuration with the full structure and small sizes,
+for fast tests), ``seed`` (the parameters are seeded random values) and ``dtype``; see each
+builder for its other options (``batch_size``, ``image_shape``, ``num_layers``, ``hidden``,
+``heads``, ``seq_len``, ``steps``, ...). Parameter names follow TVM's ``relay.testing``
+workloads where TVM has the model.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
-from ..ir.module import IRModule
-from . import examples
+import numpy as np
 
-__all__ = ["get", "names", "register"]
+from ..ir.module import IRModule
+from ..ir.types import TensorType
+from . import examples
+from .bert import bert
+from .dcgan import dcgan
+from .densenet import densenet
+from .inception_v3 import inception_v3
+from .lstm import lstm
+from .mobilenet import mobilenet
+from .nasrnn import nasrnn
+from .resnet import resnet
+from .squeezenet import squeezenet
+from .vgg import vgg
+
+__all__ = ["get", "names", "register", "example_inputs", "MODELS"]
 
 _BUILDERS: dict[str, Callable[..., tuple[IRModule, dict]]] = {}
 
@@ -28,8 +49,48 @@ def get(name: str, **options) -> tuple[IRModule, dict]:
         builder = _BUILDERS[name]
     except KeyError:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(names())}") from None
-    return builder(**options)
+    try:
+        return builder(**options)
+    except TypeError as exc:
+        if "unexpected keyword argument" in str(exc):
+            raise TypeError(f"model {name!r}: {exc}") from None
+        raise
+
+
+def example_inputs(mod: IRModule, params: dict, seed: int = 0, entry: str = "main") -> dict:
+    """Seeded random values for the entry function's inputs that are not parameters."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for p in mod[entry].params:
+        if p.name_hint in params:
+            continue
+        ty = p.type_annotation
+        if not isinstance(ty, TensorType) or not ty.is_concrete:
+            raise ValueError(f"input %{p.name_hint} has no concrete tensor type to draw values for")
+        out[p.name_hint] = rng.standard_normal(ty.shape).astype(ty.dtype)
+    return out
 
 
 register("residual-mlp", examples.residual_mlp)
 register("diamond-chain", examples.diamond_chain)
+
+# The real models (each has a small=True configuration).
+MODELS = {
+    "resnet-18": functools.partial(resnet, 18),
+    "resnet-34": functools.partial(resnet, 34),
+    "resnet-50": functools.partial(resnet, 50),
+    "mobilenet": mobilenet,
+    "vgg-11": functools.partial(vgg, 11),
+    "vgg-16": functools.partial(vgg, 16),
+    "vgg-19": functools.partial(vgg, 19),
+    "squeezenet-1.0": functools.partial(squeezenet, "1.0"),
+    "squeezenet-1.1": functools.partial(squeezenet, "1.1"),
+    "inception-v3": inception_v3,
+    "densenet-121": functools.partial(densenet, 121),
+    "dcgan": dcgan,
+    "lstm": lstm,
+    "bert": bert,
+    "nasrnn": nasrnn,
+}
+for _name, _builder in MODELS.items():
+    register(_name, _builder)
