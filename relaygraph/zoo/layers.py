@@ -13,10 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from ..ir.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
 from ..ir.traversal import free_vars
 from ..ir.types import TensorType
+from ..ops import make_call
 
 __all__ = ["Net", "conv_out", "pool_out"]
 
@@ -95,8 +96,8 @@ class Net:
         return self.shapes[expr]
 
     def call(self, name: str, args, out_shape: tuple | None, **attrs) -> Expr:
-        """``name(args, attrs)`` with its output shape recorded."""
-        node = Call(Op(name), tuple(args), attrs or None)
+        """``name(args, attrs)`` with its output shape recorded (attributes in canonical form)."""
+        node = make_call(name, *args, **attrs)
         if out_shape is not None:
             self.shapes[node] = tuple(out_shape)
         return node
