@@ -74,19 +74,33 @@ def example_inputs(mod: IRModule, params: dict, seed: int = 0, entry: str = "mai
 register("residual-mlp", examples.residual_mlp)
 register("diamond-chain", examples.diamond_chain)
 
+def _variant(builder: Callable, model: str, **fixed) -> Callable:
+    """``builder`` with options fixed by the model's name (``vgg-16`` fixes ``num_layers``)."""
+
+    @functools.wraps(builder)
+    def build(**options):
+        clash = sorted(set(options) & set(fixed))
+        if clash:
+            given = ", ".join(f"{k}={fixed[k]!r}" for k in clash)
+            raise TypeError(f"model {model!r} fixes {given}; choose another model name instead")
+        return builder(**fixed, **options)
+
+    return build
+
+
 # The real models (each has a small=True configuration).
 MODELS = {
-    "resnet-18": functools.partial(resnet, 18),
-    "resnet-34": functools.partial(resnet, 34),
-    "resnet-50": functools.partial(resnet, 50),
+    "resnet-18": _variant(resnet, "resnet-18", num_layers=18),
+    "resnet-34": _variant(resnet, "resnet-34", num_layers=34),
+    "resnet-50": _variant(resnet, "resnet-50", num_layers=50),
     "mobilenet": mobilenet,
-    "vgg-11": functools.partial(vgg, 11),
-    "vgg-16": functools.partial(vgg, 16),
-    "vgg-19": functools.partial(vgg, 19),
-    "squeezenet-1.0": functools.partial(squeezenet, "1.0"),
-    "squeezenet-1.1": functools.partial(squeezenet, "1.1"),
+    "vgg-11": _variant(vgg, "vgg-11", num_layers=11),
+    "vgg-16": _variant(vgg, "vgg-16", num_layers=16),
+    "vgg-19": _variant(vgg, "vgg-19", num_layers=19),
+    "squeezenet-1.0": _variant(squeezenet, "squeezenet-1.0", version="1.0"),
+    "squeezenet-1.1": _variant(squeezenet, "squeezenet-1.1", version="1.1"),
     "inception-v3": inception_v3,
-    "densenet-121": functools.partial(densenet, 121),
+    "densenet-121": _variant(densenet, "densenet-121", densenet_size=121),
     "dcgan": dcgan,
     "lstm": lstm,
     "bert": bert,
