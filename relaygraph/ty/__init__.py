@@ -1,4 +1,8 @@
-"""Types with symbolic shapes, type relations and InferType."""
+"""Types with symbolic shapes, type relations and InferType.
+
+``infer_type(mod_or_expr)`` type-checks a program; ``type_of(expr)`` / ``known_type(expr)`` read
+the checked types it records (see ``checked.py`` for how they are stored).
+"""
 
 from ..ir.types import (
     Any,
@@ -17,10 +21,13 @@ from ..ir.types import (
     format_type,
     scalar_type,
 )
-from .dims import is_symbolic, simplify_dim, sym
+from .checked import known_type, type_of
+from .dims import is_symbolic, parse_dim, simplify_dim, sym
+from .infer import infer_type, infer_type_expr
 
 __all__ = [
     "Any", "AnyDim", "FuncType", "GlobalTypeVar", "IncompleteType", "Kind", "RefType", "TensorType",
-    "TupleType", "Type", "TypeCall", "TypeRelation", "TypeVar", "format_type", "is_symbolic",
-    "scalar_type", "simplify_dim", "sym",
+    "TupleType", "Type", "TypeCall", "TypeRelation", "TypeVar", "format_type", "infer_type",
+    "infer_type_expr", "is_symbolic", "known_type", "parse_dim", "scalar_type", "simplify_dim",
+    "sym", "type_of",
 ]
