@@ -1,0 +1,460 @@
+"""IR -> Relay text, with TVM's printing rules.
+
+Atoms (variables, globals, ops, constants, constructors) print inline. Any other node prints
+inline only where TVM inlines it, a scope's result or a let's value used exactly once;
+everywhere else (a call's arguments, a tuple's fields, ...) and whenever it is used more than
+once it is bound once as ``%N = ...;`` in the innermost scope that holds all its uses (scopes
+are function bodies, if branches and match arms). Lets print flat. Binding sites show type
+annotations; calls show only attributes that differ from the op's defaults; tensor constants
+go to the ``#[metadata]`` section.
+
+Printing is one pass over the DAG to place nodes, then a walk that emits each binding just
+before its first use. Nested scopes are printed through an explicit stack of generators, so
+neither long chains nor deep nesting recurse in Python.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ir.adt import Clause, Constructor, Match, PatternConstructor, PatternTuple, PatternVar, TypeData
+from ..ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Op,
+    RefCreate,
+    RefRead,
+    RefWrite,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from ..ir.module import IRModule
+from ..ir.traversal import free_vars, post_order
+from ..ir.types import Type, format_type
+from .attrtext import format_attrs
+from .literals import scalar_literal
+from .metadata import write_metadata
+from .source import VERSION
+
+__all__ = ["astext"]
+
+HEADER = f'#[version = "{VERSION}"]'
+_ATOMS = (Var, GlobalVar, Op, Constant, Constructor)
+_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_/]|/(?=[/*])")
+
+
+def astext(node, show_types: bool = False) -> str:
+    """Relay text for an IRModule, an expression or a type, as TVM's ``astext()`` prints it.
+
+    ``show_types`` adds ``/* ty=... */`` after bindings whose type is known.
+    """
+    if isinstance(node, Type) and not isinstance(node, TypeData):
+        return format_type(node)
+    printer = _Printer(show_types)
+    if isinstance(node, IRModule):
+        body = printer.module(node)
+    elif isinstance(node, Expr):
+        body = printer.expression(node)
+    elif isinstance(node, TypeData):
+        body = printer.type_data(node) + "\n"
+    else:
+        raise TypeError(f"astext: expected an IRModule, an Expr or a Type, got {type(node).__name__}")
+    if printer.meta:
+        sep = "\n" if body.endswith("\n") else "\n\n"
+        return f"{HEADER}\n{body}{sep}#[metadata]\n{write_metadata(printer.meta)}\n"
+    return f"{HEADER}\n{body}"
+
+
+def clean_name(name: str, prefix: str) -> str:
+    """A name the tokenizer reads back: TVM's letter prefix, odd characters replaced."""
+    if not name or not ("A" <= name[0] <= "Z" or "a" <= name[0] <= "z"):
+        name = prefix + name
+    return _BAD_NAME_CHARS.sub("_", name)
+
+
+def _indent(text: str) -> str:
+    return "  " + text.replace("\n", "\n  ")
+
+
+class _Scope:
+    """A block of lines: a function body, an if branch, a match arm, a parenthesized let."""
+
+    __slots__ = ("parent", "depth", "lines")
+
+    def __init__(self, parent: _Scope | None) -> None:
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.lines: list[str] = []
+
+
+def _common(a: _Scope, b: _Scope) -> _Scope:
+    while a.depth > b.depth:
+        a = a.parent
+    while b.depth > a.depth:
+        b = b.parent
+    while a is not b:
+        a, b = a.parent, b.parent
+    return a
+
+
+def _is_atom(node) -> bool:
+    cls = type(node)
+    if cls in _ATOMS:
+        return True
+    # A zero-arity constructor applied to nothing prints as its bare name.
+    return cls is Call and not node.args and type(node.op) is Constructor and not node.op.inputs
+
+
+class _Layout:
+    """Where each node of one printed root goes: inline or bound, and in which scope."""
+
+    def __init__(self, root: Expr, root_scope: _Scope) -> None:
+        order = post_order(root)
+        uses: dict = {}
+        parent: dict = {}
+        for node in order:
+            for child in node.children():
+                if _is_atom(child) or not isinstance(child, (Expr, Clause)):
+                    continue
+                uses[child] = uses.get(child, 0) + 1
+                parent[child] = node
+        self.bound: set = set()
+        self.home: dict = {root: root_scope}
+        self.scopes: dict = {}  # node -> the scope(s) it opens
+        self.paren: set = set()  # lets printed in parentheses
+        self.wrapped: set = set()  # matches that need parentheses to read back in TVM
+        for node in reversed(order):
+            if not isinstance(node, (Expr, Clause)) or _is_atom(node):
+                continue
+            cls = type(node)
+            up = parent.get(node)
+            as_value = type(up) is Let and up.value is node and uses.get(node) == 1
+            inline = node is root or cls is Clause or (uses.get(node) == 1 and _inline_slot(up, node))
+            if not inline:
+                self.bound.add(node)
+            here = self.home[node]
+            if cls is Function:
+                inner = self.scopes[node] = _Scope(here)
+                self._use(node.body, inner)
+            elif cls is If:
+                t, f = _Scope(here), _Scope(here)
+                self.scopes[node] = (t, f)
+                self._use(node.cond, here)
+                self._use(node.true_branch, t)
+                self._use(node.false_branch, f)
+            elif cls is Clause:
+                inner = self.scopes[node] = _Scope(here)
+                self._use(node.rhs, inner)
+            elif cls is Let:
+                # A let that is bound, or is another let's value, prints in parentheses with
+                # a scope of its own; elsewhere lets print flat in the enclosing scope.
+                if not inline or as_value:
+                    self.paren.add(node)
+                    here = self.scopes[node] = _Scope(here)
+                self._use(node.value, here)
+                self._use(node.body, here)
+            else:
+                if cls is Match and (not inline or as_value):
+                    self.wrapped.add(node)
+                for child in node.children():
+                    self._use(child, here)
+
+    def _use(self, child, scope: _Scope) -> None:
+        if _is_atom(child) or not isinstance(child, (Expr, Clause)):
+            return
+        home = self.home.get(child)
+        self.home[child] = scope if home is None else _common(home, scope)
+
+
+def _inline_slot(parent, child) -> bool:
+    """Whether ``child`` sits where TVM may inline it (a scope's result or a let's value)."""
+    cls = type(parent)
+    if cls is Let:
+        return True
+    if cls is Function:
+        return parent.body is child
+    if cls is If:
+        return parent.cond is not child
+    return cls is Clause
+
+
+class _Printer:
+    """One printing: names, temporaries and metadata are shared by all items of a module."""
+
+    def __init__(self, show_types: bool) -> None:
+        self.show_types = show_types
+        self.known_type = _type_oracle() if show_types else None
+        self.used: dict[str, int] = {}
+        self.var_names: dict[Var, str] = {}
+        self.counter = 0
+        self.meta: list[Constant] = []
+        self.meta_index: dict[Constant, int] = {}
+        self.attr_cache: dict = {}
+
+    # -- entry points ---------------------------------------------------------------------------
+    def module(self, mod: IRModule) -> str:
+        items = [self.type_data(mod.type_definitions[gtv])
+                 for gtv in sorted(mod.type_definitions, key=lambda t: t.name_hint)]
+        for gv, fn in mod:
+            items.append(self.root(fn, "def @" + clean_name(gv.name_hint, "v")))
+        return "\n\n".join(items) + "\n" if items else ""
+
+    def expression(self, expr: Expr) -> str:
+        return self.root(expr, None)
+
+    def root(self, expr: Expr, def_prefix: str | None) -> str:
+        scope = _Scope(None)
+        self.layout = _Layout(expr, scope)
+        self.names: dict = {}  # bound node -> %N, for this root
+        for var in free_vars(expr):
+            if var not in self.var_names:
+                scope.lines.append(f"free_var {self.binder(var)};")
+        if def_prefix is not None:
+            return self.run(self.g_function(expr, def_prefix))
+        return self.run(self.g_scope(scope, expr))
+
+    @staticmethod
+    def run(gen):
+        """Drive a generator that yields sub-generators and receives their results."""
+        stack = [gen]
+        value = None
+        while True:
+            try:
+                request = stack[-1].send(value)
+            except StopIteration as stop:
+                stack.pop()
+                if not stack:
+                    return stop.value
+                value = stop.value
+                continue
+            stack.append(request)
+            value = None
+
+    # -- names -------------------------------------------------------------------------------------
+    def unique(self, base: str) -> str:
+        used = self.used
+        if base not in used:
+            used[base] = 0
+            return base
+        k = used[base]
+        while True:
+            k += 1
+            candidate = f"{base}{k}"
+            if candidate not in used:
+                break
+        used[base] = k
+        used[candidate] = 0
+        return candidate
+
+    def binder(self, var: Var) -> str:
+        """Allocate the name of a variable at its binding site; returns ``%x: T``."""
+        name = self.var_names[var] = self.unique("%" + clean_name(var.name_hint, "v"))
+        text = name if var.type_annotation is None else f"{name}: {format_type(var.type_annotation)}"
+        return text + self.type_comment(var)
+
+    def type_comment(self, node) -> str:
+        if self.known_type is None:
+            return ""
+        t = self.known_type(node)
+        return "" if t is None else f" /* ty={format_type(t)} */"
+
+    # -- references and flat nodes ---------------------------------------------------------------
+    def ref(self, node) -> str:
+        """The text of a node used as an operand: an atom or the name it is bound to."""
+        cls = type(node)
+        if cls is Var:
+            name = self.var_names.get(node)
+            if name is None:  # used outside its binder's scope (ill-formed); still printable
+                name = self.var_names[node] = self.unique("%" + clean_name(node.name_hint, "v"))
+            return name
+        if cls is GlobalVar:
+            return "@" + clean_name(node.name_hint, "v")
+        if cls is Op:
+            return node.name
+        if cls is Constant:
+            return self.constant(node)
+        if cls is Constructor:
+            return node.name_hint
+        if cls is Call and not node.args and type(node.op) is Constructor and not node.op.inputs:
+            return node.op.name_hint
+        return self.names[node]
+
+    def constant(self, const: Constant) -> str:
+        if const.is_scalar:
+            text = scalar_literal(const.data)
+            if text is not None:
+                return text
+        k = self.meta_index.get(const)
+        if k is None:
+            k = self.meta_index[const] = len(self.meta)
+            self.meta.append(const)
+        return f"meta[relay.Constant][{k}]"
+
+    def flat(self, node) -> str:
+        """The text of a node without nested scopes; its operands are already printed."""
+        cls = type(node)
+        ref = self.ref
+        if cls is Call:
+            parts = [ref(a) for a in node.args]
+            if node.attrs:
+                parts.extend(format_attrs(node, self.attr_cache))
+            return f"{ref(node.op)}({', '.join(parts)})"
+        if cls is TupleGetItem:
+            return f"{ref(node.tuple_value)}.{node.index}"
+        if cls is Tuple:
+            fields = [ref(f) for f in node.fields]
+            return f"({fields[0]},)" if len(fields) == 1 else f"({', '.join(fields)})"
+        if cls is RefCreate:
+            return f"ref({ref(node.value)})"
+        if cls is RefRead:
+            return f"ref_read({ref(node.ref)})"
+        if cls is RefWrite:
+            return f"ref_write({ref(node.ref)}, {ref(node.value)})"
+        raise NotImplementedError(f"printing {cls.__name__} nodes")
+
+    # -- emitting bindings -------------------------------------------------------------------------
+    def g_emit(self, node):
+        """Bind ``node`` and every bound node it needs (children first), iteratively."""
+        layout = self.layout
+        names = self.names
+        stack = [node]
+        while stack:
+            n = stack[-1]
+            if n in names:
+                stack.pop()
+                continue
+            pending = [c for c in _operands(n) if c in layout.bound and c not in names]
+            if pending:
+                stack.extend(reversed(pending))
+                continue
+            stack.pop()
+            if type(n) in _SCOPED:
+                text = yield self.g_text(n)
+            else:
+                text = self.flat(n)
+            name = f"%{self.counter}"
+            self.counter += 1
+            names[n] = name
+            layout.home[n].lines.append(f"{name} = {text}{self.type_comment(n)};")
+
+    def g_value(self, node):
+        """The text of a node in an inline position (a scope's result or a let's value)."""
+        if _is_atom(node):
+            return self.ref(node)
+        if node in self.layout.bound:
+            yield from self.g_emit(node)
+            return self.names[node]
+        for c in _operands(node):
+            if c in self.layout.bound and c not in self.names:
+                yield from self.g_emit(c)
+        if type(node) in _SCOPED:
+            text = yield self.g_text(node)
+        else:
+            text = self.flat(node)
+        return text + self.type_comment(node)
+
+    def g_text(self, node):
+        """The text of a node that holds scopes (function, if, match, parenthesized let)."""
+        cls = type(node)
+        if cls is Function:
+            return (yield from self.g_function(node, "fn "))
+        if cls is If:
+            t, f = self.layout.scopes[node]
+            then = yield self.g_scope(t, node.true_branch)
+            other = yield self.g_scope(f, node.false_branch)
+            return (f"if ({self.ref(node.cond)}) {{\n{_indent(then)}\n}} else {{\n"
+                    f"{_indent(other)}\n}}")
+        if cls is Match:
+            return (yield from self.g_match(node))
+        inner = yield self.g_scope(self.layout.scopes[node], node)  # a let, in parentheses
+        return f"(\n{_indent(inner)}\n)"
+
+    def g_function(self, fn: Function, prefix: str):
+        params = [self.binder(p) for p in fn.params]
+        if fn.attrs:
+            params.extend(format_attrs(fn, self.attr_cache))
+        tparams = f"[{', '.join(clean_name(t.name_hint, 't') for t in fn.type_params)}]" \
+            if fn.type_params else ""
+        ret = f"-> {format_type(fn.ret_type)} " if fn.ret_type is not None else ""
+        body = yield self.g_scope(self.layout.scopes[fn], fn.body)
+        return f"{prefix}{tparams}({', '.join(params)}) {ret}{{\n{_indent(body)}\n}}"
+
+    def g_match(self, match: Match):
+        arms = []
+        for clause in match.clauses:
+            lhs = self.pattern(clause.lhs)
+            rhs = yield self.g_scope(self.layout.scopes[clause], clause.rhs)
+            arms.append(f"{lhs} => {{\n{_indent(rhs)}\n}},")
+        keyword = "match" if match.complete else "match?"
+        text = f"{keyword} ({self.ref(match.data)}) {{\n{_indent(chr(10).join(arms))}\n}}"
+        # TVM reads `match` only where a statement may start: elsewhere it needs parentheses.
+        return f"({text})" if match in self.layout.wrapped else text
+
+    def pattern(self, pat) -> str:
+        """A pattern's text; allocates the names of the variables it binds."""
+        cls = type(pat)
+        if cls is PatternVar:
+            return self.binder(pat.var)
+        if cls is PatternConstructor:
+            if not pat.patterns:
+                return pat.constructor.name_hint
+            return f"{pat.constructor.name_hint}({', '.join(self.pattern(p) for p in pat.patterns)})"
+        if cls is PatternTuple:
+            return f"({', '.join(self.pattern(p) for p in pat.patterns)})"
+        return "_"
+
+    def g_scope(self, scope: _Scope, expr):
+        """Print a scope whose result is ``expr``: its bindings, its lets, then the result."""
+        layout = self.layout
+        cur = expr
+        while type(cur) is Let and cur not in layout.bound and (
+                cur not in layout.paren or layout.scopes[cur] is scope):
+            name = self.binder(cur.var)
+            value = yield from self.g_value(cur.value)
+            scope.lines.append(f"let {name} = {value};")
+            cur = cur.body
+        result = yield from self.g_value(cur)
+        scope.lines.append(result)
+        return "\n".join(scope.lines)
+
+    # -- ADT definitions -----------------------------------------------------------------------------
+    def type_data(self, data: TypeData) -> str:
+        head = clean_name(data.header.name_hint, "t")
+        if data.type_vars:
+            head += f"[{', '.join(clean_name(t.name_hint, 't') for t in data.type_vars)}]"
+        ctors = []
+        for c in data.constructors:
+            fields = f"({', '.join(format_type(t) for t in c.inputs)})" if c.inputs else ""
+            ctors.append(f"  {c.name_hint}{fields},")
+        return f"type {head} {{\n" + "\n".join(ctors) + ("\n}" if ctors else "}")
+
+
+_SCOPED = (Function, If, Match, Let)
+
+
+def _operands(node) -> tuple:
+    """The children of a node that print in its own scope (not inside a scope it opens)."""
+    cls = type(node)
+    if cls is Call:
+        return (node.op, *node.args)
+    if cls is If:
+        return (node.cond,)
+    if cls is Match:
+        return (node.data,)
+    if cls in (Function, Let):
+        return ()
+    return node.children()
+
+
+def _type_oracle():
+    try:
+        from ..ty import known_type
+    except ImportError:
+        return lambda node: None
+    return known_type
