@@ -3,7 +3,7 @@
 ``rg.op.add(a, b)``, ``rg.op.nn.conv2d(x, w, padding=(1, 1))``, ``rg.op.reshape(x, newshape=(2,
 -1))``: inputs first (Python numbers and numpy arrays become constants), then attributes by
 keyword, or positionally in TVM's field order. Attributes are checked against the op's schema and
-stored in canonical form (see ``OpDef.canonical_attrs``).
+stored in canonical form (see ``OpDef.builder_attrs``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def builder(op: OpDef):
         if len(inputs) != n:
             raise NodeError(f"{op.name} takes {n} input(s) ({_inputs_text(op)}), got {len(inputs)}")
         exprs = tuple(x if isinstance(x, Expr) else as_expr(x) for x in inputs)
-        return Call(Op(op.name), exprs, op.canonical_attrs(attrs))
+        return Call(Op(op.name), exprs, op.builder_attrs(attrs))
 
     short = op.name.rsplit(".", 1)[-1]
     build.__name__ = short

@@ -179,6 +179,7 @@ _CONV_ATTRS = {
 }
 defop("nn.conv2d", 2, _CONV_ATTRS, _conv2d_rel, _conv2d_kernel, PatternKind.OUT_ELEMWISE_FUSABLE,
       flops=_conv2d_flops, input_names=("data", "weight"), normalize=normalize_2d,
+      py_defaults={"padding": (0, 0)},
       infer_inputs=_conv2d_infer,
       examples=(
           ([_t((1, 3, 8, 8)), _t((4, 3, 3, 3))], {}),
@@ -264,7 +265,7 @@ _CONVT_ATTRS = {
 }
 defop("nn.conv2d_transpose", 2, _CONVT_ATTRS, _conv2d_transpose_rel, _conv2d_transpose_kernel,
       PatternKind.OUT_ELEMWISE_FUSABLE, flops=_conv2d_transpose_flops,
-      input_names=("data", "weight"),
+      input_names=("data", "weight"), py_defaults={"padding": (0, 0)},
       normalize=lambda v: normalize_2d(v, ("strides", "dilation", "kernel_size", "output_padding")),
       examples=(
           ([_t((1, 4, 4, 4)), _t((4, 2, 4, 4))], {"strides": (2, 2), "padding": (1, 1, 1, 1)}),

@@ -6,7 +6,17 @@ import numpy as np
 
 from ..ir.types import TensorType
 from ..ty.dims import dims_equal
-from ._base import PatternKind, ShapeError, defop, flops_per_output, fmt, norm_axis, numel, tensor_arg
+from ._base import (
+    REQUIRED,
+    PatternKind,
+    ShapeError,
+    defop,
+    flops_per_output,
+    fmt,
+    norm_axis,
+    numel,
+    tensor_arg,
+)
 from .elemwise import broadcast_dim
 
 F32 = "float32"
@@ -55,8 +65,9 @@ def _matmul_flops(arg_types, out_type, a) -> float:
     return 2.0 * numel(out_type) * k
 
 
-defop("nn.dense", 2, {"units": None, "out_dtype": ""}, _dense_rel, _dense_kernel,
+defop("nn.dense", 2, {"units": REQUIRED, "out_dtype": ""}, _dense_rel, _dense_kernel,
       PatternKind.OUT_ELEMWISE_FUSABLE, flops=_matmul_flops, input_names=("data", "weight"),
+      py_defaults={"units": None},
       infer_inputs=_dense_infer,
       examples=(([_t((2, 8)), _t((5, 8))], {}), ([_t((3, 2, 4)), _t((6, 4))], {"units": 6}),
                 ([_t((4, 3), "int32"), _t((2, 3), "int32")], {})))
@@ -93,8 +104,10 @@ def _matmul_kernel(args, a):
     return np.matmul(x, w).astype(a["out_dtype"] or args[0].dtype, copy=False)
 
 
-defop("nn.matmul", 2, {"units": None, "out_dtype": "", "transpose_a": False, "transpose_b": False},
+defop("nn.matmul", 2, {"units": REQUIRED, "out_dtype": "", "transpose_a": False,
+                      "transpose_b": False},
       _matmul_rel, _matmul_kernel, PatternKind.OUT_ELEMWISE_FUSABLE, flops=_matmul_flops,
+      py_defaults={"units": None},
       input_names=("tensor_a", "tensor_b"),
       examples=(([_t((2, 8)), _t((8, 5))], {}), ([_t((2, 8)), _t((5, 8))], {"transpose_b": True}),
                 ([_t((3, 8, 2)), _t((8, 4))], {"transpose_a": True})))

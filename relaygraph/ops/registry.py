@@ -18,11 +18,13 @@ Attributes. ``OpDef.attrs`` holds TVM's C++ defaults (``include/tvm/relay/attrs/
 are what TVM's text printer compares against: it prints only attributes that differ from them.
 ``OpDef.py_defaults`` holds what TVM's Python API passes when the caller gives nothing (e.g.
 ``units=None`` for ``nn.dense``, ``transpose_b=True`` for ``nn.batch_matmul``); the ``rg.op``
-builders use them. A Call's attrs are in canonical form when they hold exactly the attributes
-that differ from ``OpDef.attrs`` (``REQUIRED`` ones always): ``OpDef.canonical_attrs(mapping)``
-makes that form (validating names, coercing ints to floats where TVM has a double, applying the
-Python API's normalisation such as 2-value padding to 4 values), and ``OpDef.resolve(attrs)``
-gives the full dict of values with defaults filled in, which relations and kernels read.
+builders use them (``OpDef.builder_attrs``). A Call's attrs are in canonical form when they hold
+exactly the attributes that differ from ``OpDef.attrs`` (``REQUIRED`` ones always):
+``OpDef.canonical_attrs(mapping)`` makes that form from attributes as written in text (validating
+names, coercing ints to floats where TVM has a double, applying the Python API's normalisation
+such as 2-value padding to 4 values; an absent attribute means TVM's default), and
+``OpDef.resolve(attrs)`` gives the full dict of values with defaults filled in, which relations
+and kernels read.
 """
 
 from __future__ import annotations
@@ -111,15 +113,22 @@ class OpDef:
         for name, default in self.attrs.items():
             if name in merged:
                 values[name] = _coerce(canonical_attr(merged[name], f"{self.name}.{name}"), default)
-            elif name in self.py_defaults:
-                values[name] = canonical_attr(self.py_defaults[name])
             elif default is REQUIRED:
-                raise NodeError(f"{self.name}: attribute {name!r} is required")
+                if name not in self.py_defaults:
+                    raise NodeError(f"{self.name}: attribute {name!r} is required")
+                values[name] = canonical_attr(self.py_defaults[name])
         if self.normalize is not None:
             values = {k: canonical_attr(v) for k, v in self.normalize(dict(values)).items()}
         out = {k: v for k, v in values.items()
                if self.attrs[k] is REQUIRED or not _same(v, self.attrs[k])}
         return Attrs(out) if out else EMPTY_ATTRS
+
+    def builder_attrs(self, given: Mapping[str, Any] | None = None, **kwargs: Any) -> Attrs:
+        """Canonical attrs for a call built from Python: TVM's Python API defaults apply too."""
+        merged = dict(given or {}, **kwargs)
+        for name, value in self.py_defaults.items():
+            merged.setdefault(name, value)
+        return self.canonical_attrs(merged)
 
     def resolve(self, attrs: Attrs | Mapping[str, Any] | None) -> dict[str, Any]:
         """Every attribute's value (given, else TVM's default, else the Python API's default)."""
