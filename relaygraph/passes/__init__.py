@@ -9,6 +9,7 @@ from __future__ import annotations
 from .anf import ToANormalForm, ToBasicBlockNormalForm, to_a_normal_form, to_basic_block_normal_form
 from .cse import EliminateCommonSubexpr, eliminate_common_subexpr
 from .dce import DeadCodeElimination, dead_code_elimination
+from .fold_constant import FoldConstant, fold_constant
 from .fuse_ops import FuseOps, fuse_ops
 from .gnf import ToGraphNormalForm, to_graph_normal_form
 from .infer import InferType
@@ -32,6 +33,8 @@ from .inline import DefuseOps, Inline, RemoveUnusedFunctions, defuse_ops
 from .instruments import PassPrintingInstrument, PassTimingInstrument
 from .lambda_lift import LambdaLift
 from .pipeline import parse_pipeline
+from .simplify_expr import SimplifyExpr, simplify_expr
+from .simplify_inference import SimplifyInference, simplify_inference
 
 register_pass("InferType", InferType)
 register_pass("ToANormalForm", ToANormalForm)
@@ -44,8 +47,13 @@ register_pass("RemoveUnusedFunctions", RemoveUnusedFunctions, **{"entry-function
 register_pass("DefuseOps", DefuseOps)
 register_pass("LambdaLift", LambdaLift)
 register_pass("FuseOps", FuseOps, **{"fuse-opt-level": -1})
+register_pass("FoldConstant", FoldConstant)
+register_pass("SimplifyExpr", SimplifyExpr)
+register_pass("SimplifyInference", SimplifyInference)
 
 __all__ = [
+    "FoldConstant", "SimplifyExpr", "SimplifyInference", "fold_constant", "simplify_expr",
+    "simplify_inference",
     "DeadCodeElimination", "DefuseOps", "EliminateCommonSubexpr", "FunctionPass", "FuseOps",
     "InferType", "Inline", "LambdaLift", "ModulePass", "Pass", "PassContext", "PassError",
     "PassInfo", "PassInstrument", "PassPrintingInstrument", "PassTimingInstrument",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ..ir.expr import Expr, Let, Var, is_atomic
 from ..ir.module import IRModule
+from ._walk import let_rebuild
 from .infra import PassContext, function_pass
 from .purity import Purity
 
@@ -21,53 +22,32 @@ def eliminate_common_subexpr(expr: Expr, fskip: Callable[[Expr], bool] | None = 
                              purity: Purity | None = None) -> Expr:
     """Replace let bindings of a value already bound in an enclosing let by that variable."""
     purity = purity or Purity()
-    memo: dict[Expr, Expr] = {}
     alias: dict[Var, Var] = {}
     visible: dict[Expr, Var] = {}  # rewritten value -> the variable bound to it in scope
-    # Frames: [node, index of next child, entry recorded in `visible` (to undo on exit)]
-    stack: list = [[expr, 0, None]]
-    while stack:
-        frame = stack[-1]
-        node, i = frame[0], frame[1]
-        kids = node.children()
-        if i < len(kids):
-            frame[1] += 1
-            if isinstance(node, Let):
-                if i == 0:
-                    continue  # the binder is not a use; its alias is decided below
-                if i == 2:
-                    _bind(node, memo, alias, visible, frame, fskip, purity)
-            child = kids[i]
-            if child not in memo:
-                stack.append([child, 0, None])
-            continue
-        stack.pop()
+    opened: dict[Let, Expr] = {}  # let -> the entry it added to `visible` (removed on exit)
+
+    def after_value(let: Let, value: Expr) -> None:
+        if is_atomic(value) or not purity.is_pure(value) or (fskip is not None and fskip(value)):
+            return
+        earlier = visible.get(value)
+        if earlier is not None:
+            alias[let.var] = earlier
+        else:
+            visible[value] = let.var
+            opened[let] = value
+
+    def make(node, memo):
         if isinstance(node, Var):
-            memo[node] = alias.get(node, node)
-            continue
+            return alias.get(node, node)
         if isinstance(node, Let):
-            if frame[2] is not None:  # leaving the let: its binding is no longer visible
-                visible.pop(frame[2], None)
+            if node in opened:  # leaving the let: its binding is no longer visible
+                visible.pop(opened.pop(node), None)
             if node.var in alias:
-                memo[node] = memo[node.body]
-            else:
-                memo[node] = Let(node.var, memo[node.value], memo[node.body])
-            continue
-        memo[node] = node.with_children(tuple(memo[c] for c in kids))
-    return memo[expr]
+                return memo[node.body]
+            return Let(node.var, memo[node.value], memo[node.body])
+        return node.with_children(tuple(memo[c] for c in node.children()))
 
-
-def _bind(let: Let, memo, alias, visible, frame, fskip, purity) -> None:
-    # Called after the value is rewritten and before the body: decide about this binding.
-    value = memo[let.value]
-    if is_atomic(value) or not purity.is_pure(value) or (fskip is not None and fskip(value)):
-        return
-    earlier = visible.get(value)
-    if earlier is not None:
-        alias[let.var] = earlier
-    else:
-        visible[value] = let.var
-        frame[2] = value
+    return let_rebuild(expr, make, after_value)
 
 
 def EliminateCommonSubexpr(fskip: Callable[[Expr], bool] | None = None):  # noqa: N802
