@@ -78,6 +78,11 @@ _LAZY = {
     "optimize": ("relaygraph.egraph", "optimize"),
     "extract": ("relaygraph.egraph.extract", None),
     "zoo": ("relaygraph.zoo", None),
+    "text": ("relaygraph.text", None),
+    "ty": ("relaygraph.ty", None),
+    "eval": ("relaygraph.eval", None),
+    "passes": ("relaygraph.passes", None),
+    "egraph": ("relaygraph.egraph", None),
 }
 
 
