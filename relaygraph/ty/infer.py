@@ -13,6 +13,9 @@ functions without a return type are rebuilt with them.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from ..errors import RelayError, RelayTypeError
 from ..ir.adt import Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard
 from ..ir.expr import (
@@ -33,7 +36,7 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.node import Node
-from ..ir.traversal import ExprMutator
+from ..ir.traversal import ExprMutator, free_vars
 from ..ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, format_type
 from .checked import record_types
 from .exhaustive import missing_case
@@ -101,6 +104,12 @@ class _Checker:
         self.unannotated: list[Var] = []
         self.untyped_functions = False
         self.top_functions: set = set()
+        # closed nodes whose type is polymorphic (``Nil()``): one interned node may stand for
+        # values of different types, so every use instantiates the node's type scheme afresh
+        self.inst_holes: set = set()
+        self.poly: dict = {}
+        self.poly_first: dict = {}
+        self.match_data: dict = {}
         self._opdefs: dict = {}
         self._handlers = {
             Var: self._var, GlobalVar: self._global_var, Constant: self._constant, Op: self._op,
@@ -140,7 +149,30 @@ class _Checker:
             handler(node, state, stack)
             if solver.queue:
                 self.drain()
-        return types[root]
+            if self.inst_holes and node in types and type(types[node]) is not TensorType:
+                self._maybe_poly(node)
+        return self.use(root)
+
+    def use(self, node: Node) -> Type:
+        """The type of ``node`` at one use (a fresh instance for a polymorphic closed node)."""
+        scheme = self.poly.get(node)
+        if scheme is None:
+            return self.solver.find(self.types[node])
+        t, holes = scheme
+        inst = subst_type(t, {h: self.solver.fresh() for h in holes}, holes=True)
+        self.poly_first.setdefault(node, inst)
+        return inst
+
+    def _maybe_poly(self, node: Node) -> None:
+        if node in self.poly or isinstance(node, Var):
+            return
+        t = self.solver.resolve(self.types[node])
+        holes = self.solver.holes(t)
+        if not holes or any(h not in self.inst_holes for h in holes):
+            return
+        if free_vars(node):
+            return
+        self.poly[node] = (t, holes)
 
     def _bind_var(self, v: Var) -> Type:
         t = self.var_types.get(v)
@@ -180,7 +212,7 @@ class _Checker:
             stack.append((node, 1))
             stack.extend((f, 0) for f in reversed(node.fields))
             return
-        self.types[node] = TupleType([self.types[f] for f in node.fields])
+        self.types[node] = TupleType([self.use(f) for f in node.fields])
 
     def _tuple_get(self, node: TupleGetItem, state: int, stack: list) -> None:
         if state == 0:
@@ -188,7 +220,7 @@ class _Checker:
             stack.append((node.tuple_value, 0))
             return
         out = self.solver.fresh()
-        c = _ProjConstraint(self.types[node.tuple_value], node.index, out, node)
+        c = _ProjConstraint(self.use(node.tuple_value), node.index, out, node)
         self.constraints.append(c)
         self._solve(c)
         self.types[node] = out if not c.done else self.solver.find(out)
@@ -199,12 +231,12 @@ class _Checker:
             stack.append((node, 1))
             stack.append((node.value, 0))
         elif state == 1:
-            self.unify(node, self.var_types[node.var], self.types[node.value],
+            self.unify(node, self.var_types[node.var], self.use(node.value),
                        "the bound value does not match the variable's type")
             stack.append((node, 2))
             stack.append((node.body, 0))
         else:
-            self.types[node] = self.types[node.body]
+            self.types[node] = self.use(node.body)
 
     def _function(self, node: Function, state: int, stack: list) -> None:
         if state == 0:
@@ -215,7 +247,7 @@ class _Checker:
             stack.append((node, 1))
             stack.append((node.body, 0))
             return
-        body = self.types[node.body]
+        body = self.use(node.body)
         ret = node.ret_type
         if ret is not None:
             self.unify(node, ret, body, "the body's type does not match the declared return type")
@@ -230,7 +262,7 @@ class _Checker:
             if type(op) is not Op and type(op) is not Constructor:
                 stack.append((op, 0))
             return
-        args = [self.types[a] for a in node.args]
+        args = [self.use(a) for a in node.args]
         if type(op) is Op:
             self.types[node] = self._op_call(node, op, args)
             return
@@ -239,7 +271,7 @@ class _Checker:
             callee = self._constructor_type(op, node)
         else:
             name = describe(op) if isinstance(op, (Var, GlobalVar)) else "the function"
-            callee = self.solver.find(self.types[op])
+            callee = self.solver.find(self.use(op))
             if type(callee) is IncompleteType:
                 ret = self.solver.fresh()
                 self.unify(node, callee, FuncType(args, ret), "the callee's type")
@@ -249,8 +281,10 @@ class _Checker:
                 raise self.error(node, f"cannot call a value of type {self.show(callee)}")
             callee = self._instantiate(callee, node.type_args, node)
         if len(callee.arg_types) != len(args):
-            raise self.error(node, f"{name} takes {len(callee.arg_types)} argument(s), got "
-                                   f"{len(args)} (its type is {self.show(callee)})")
+            given = ", ".join(self.show(a) for a in args)
+            raise self.error(node, f"{name} takes {len(callee.arg_types)} argument(s) but is given "
+                                   f"{len(args)}: its type is {self.show(callee)}, the arguments "
+                                   f"have types ({given})")
         for i, (want, got) in enumerate(zip(callee.arg_types, args)):
             self.unify(node, want, got, f"argument {i} of {name} has the wrong type (expected vs got)")
         self.types[node] = callee.ret_type
@@ -260,14 +294,14 @@ class _Checker:
             stack.append((node, 1))
             stack.extend(((node.false_branch, 0), (node.true_branch, 0), (node.cond, 0)))
             return
-        cond = self.solver.resolve(self.types[node.cond])
+        cond = self.solver.resolve(self.use(node.cond))
         try:
             self.solver.unify(cond, BOOL)
         except Mismatch:
             raise self.error(node, f"the condition must be a bool scalar ({format_type(BOOL)}), "
                                    f"got {format_type(cond)}") from None
-        self.types[node] = self.unify(node, self.types[node.true_branch],
-                                      self.types[node.false_branch],
+        self.types[node] = self.unify(node, self.use(node.true_branch),
+                                      self.use(node.false_branch),
                                       "the two branches have different types")
 
     def _match(self, node: Match, state: int, stack: list) -> None:
@@ -276,7 +310,8 @@ class _Checker:
             stack.append((node.data, 0))
             return
         if state == 1:
-            data = self.types[node.data]
+            data = self.use(node.data)
+            self.match_data[node] = data
             for clause in node.clauses:
                 self._pattern(clause.lhs, data, node)
             stack.append((node, 2))
@@ -285,15 +320,15 @@ class _Checker:
         if not node.clauses:
             self.types[node] = self.solver.fresh()
         else:
-            t = self.types[node.clauses[0].rhs]
+            t = self.use(node.clauses[0].rhs)
             for i, c in enumerate(node.clauses[1:], 1):
-                t = self.unify(node, t, self.types[c.rhs],
+                t = self.unify(node, t, self.use(c.rhs),
                                f"clause {i} returns a different type from clause 0")
             self.types[node] = t
         if node.complete:
             missing = missing_case([c.lhs for c in node.clauses], self._constructors_of)
             if missing is not None:
-                raise self.error(node, f"the match on {self.show(self.types[node.data])} is not "
+                raise self.error(node, f"the match on {self.show(self.match_data[node])} is not "
                                        f"exhaustive: no clause matches {missing}")
 
     def _ref_create(self, node: RefCreate, state: int, stack: list) -> None:
@@ -301,7 +336,7 @@ class _Checker:
             stack.append((node, 1))
             stack.append((node.value, 0))
             return
-        self.types[node] = RefType(self.types[node.value])
+        self.types[node] = RefType(self.use(node.value))
 
     def _ref_read(self, node: RefRead, state: int, stack: list) -> None:
         if state == 0:
@@ -309,7 +344,7 @@ class _Checker:
             stack.append((node.ref, 0))
             return
         value = self.solver.fresh()
-        self.unify(node, self.types[node.ref], RefType(value), "expected a reference")
+        self.unify(node, self.use(node.ref), RefType(value), "expected a reference")
         self.types[node] = value
 
     def _ref_write(self, node: RefWrite, state: int, stack: list) -> None:
@@ -317,7 +352,7 @@ class _Checker:
             stack.append((node, 1))
             stack.extend(((node.value, 0), (node.ref, 0)))
             return
-        self.unify(node, self.types[node.ref], RefType(self.types[node.value]),
+        self.unify(node, self.use(node.ref), RefType(self.use(node.value)),
                    "the written value does not match the reference")
         self.types[node] = TupleType(())
 
@@ -397,9 +432,14 @@ class _Checker:
                                        f"{len(ft.type_params)} type parameter(s)")
             mapping = dict(zip(ft.type_params, type_args))
         else:
-            mapping = {p: self.solver.fresh() for p in ft.type_params}
+            mapping = {p: self._inst_hole() for p in ft.type_params}
         return FuncType([subst_type(a, mapping) for a in ft.arg_types],
                         subst_type(ft.ret_type, mapping))
+
+    def _inst_hole(self) -> IncompleteType:
+        h = self.solver.fresh()
+        self.inst_holes.add(h)
+        return h
 
     def _adt(self, c: Constructor, node: Node):
         data = self.mod.type_definitions.get(c.belong_to)
@@ -414,7 +454,7 @@ class _Checker:
 
     def _constructor_type(self, c: Constructor, node: Node) -> FuncType:
         data = self._adt(c, node)
-        mapping = {tv: self.solver.fresh() for tv in data.type_vars}
+        mapping = {tv: self._inst_hole() for tv in data.type_vars}
         result = TypeCall(c.belong_to, [mapping[tv] for tv in data.type_vars])
         return FuncType([subst_type(t, mapping) for t in c.inputs], result)
 
@@ -454,7 +494,7 @@ class _Checker:
         final: dict[Node, Type] = {}
         resolve = self.solver.resolve
         for node, t in self.types.items():
-            r = resolve(t)
+            r = resolve(self.poly_first.get(node, t))
             if type(r) is not TensorType and has_holes(r):
                 raise self.error(node, f"cannot infer its type (got {format_type(r)}); add a type "
                                        "annotation")
@@ -505,19 +545,40 @@ def _finish_exprs(ck: _Checker, final: dict, roots: list) -> list:
     return new_roots
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    # Inference allocates many small, acyclic objects; Python's cyclic collector would rescan
+    # the whole (large) program graph again and again, so it waits until inference is done.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def infer_type_expr(expr: Expr, mod: IRModule | None = None) -> Expr:
     """Type-check an expression (globals and ADTs from ``mod``); returns it with annotations
     filled in, every node's type recorded (``type_of``)."""
     if not isinstance(expr, Expr):
         raise RelayError(f"infer_type_expr: expected an Expr, got {type(expr).__name__}")
     mod = mod if mod is not None else IRModule()
-    ck = _Checker(mod)
-    fns = list(mod.functions.items())
+    with _gc_paused():
+        return _infer_expr(expr, mod)
+
+
+def _check_globals(ck: _Checker, fns: list) -> None:
     ck.top_functions = {fn for _, fn in fns}
     for gv, fn in fns:
         ck.global_types[gv] = ck.signature(fn)
     for gv, fn in fns:
         ck.unify(fn, ck.global_types[gv], ck.check(fn), f"@{gv.name_hint}'s signature")
+
+
+def _infer_expr(expr: Expr, mod: IRModule) -> Expr:
+    ck = _Checker(mod)
+    _check_globals(ck, list(mod.functions.items()))
     ck.check(expr)
     final = ck.finish()
     (out,) = _finish_exprs(ck, final, [expr])
@@ -532,14 +593,14 @@ def infer_type(mod_or_expr):
     if not isinstance(mod_or_expr, IRModule):
         raise RelayError(f"infer_type: expected an IRModule or an Expr, got "
                          f"{type(mod_or_expr).__name__}")
-    mod = mod_or_expr
+    with _gc_paused():
+        return _infer_module(mod_or_expr)
+
+
+def _infer_module(mod: IRModule) -> IRModule:
     ck = _Checker(mod)
     fns = list(mod.functions.items())
-    ck.top_functions = {fn for _, fn in fns}
-    for gv, fn in fns:
-        ck.global_types[gv] = ck.signature(fn)
-    for gv, fn in fns:
-        ck.unify(fn, ck.global_types[gv], ck.check(fn), f"@{gv.name_hint}'s signature")
+    _check_globals(ck, fns)
     final = ck.finish()
     for gv in ck.global_types:
         final[gv] = ck.solver.resolve(ck.global_types[gv])

@@ -37,22 +37,23 @@ class Mismatch(Exception):
     """Two types (or dimensions) that cannot be unified; the message says where they differ."""
 
 
-def subst_type(t: Type, mapping: dict) -> Type:
-    """``t`` with type variables replaced by ``mapping`` (TypeVar -> Type)."""
+def subst_type(t: Type, mapping: dict, holes: bool = False) -> Type:
+    """``t`` with type variables (or, with ``holes=True``, holes) replaced by ``mapping``."""
     if not mapping or isinstance(t, TensorType):
         return t
-    if isinstance(t, TypeVar):
+    if isinstance(t, TypeVar) or (holes and isinstance(t, IncompleteType)):
         return mapping.get(t, t)
     if isinstance(t, TupleType):
-        return TupleType([subst_type(f, mapping) for f in t.fields])
+        return TupleType([subst_type(f, mapping, holes) for f in t.fields])
     if isinstance(t, FuncType):
         inner = {k: v for k, v in mapping.items() if k not in t.type_params}
-        return FuncType([subst_type(a, inner) for a in t.arg_types], subst_type(t.ret_type, inner),
-                        t.type_params, t.type_constraints)
+        return FuncType([subst_type(a, inner, holes) for a in t.arg_types],
+                        subst_type(t.ret_type, inner, holes), t.type_params, t.type_constraints)
     if isinstance(t, TypeCall):
-        return TypeCall(subst_type(t.func, mapping), [subst_type(a, mapping) for a in t.args])
+        return TypeCall(subst_type(t.func, mapping, holes),
+                        [subst_type(a, mapping, holes) for a in t.args])
     if isinstance(t, RefType):
-        return RefType(subst_type(t.value, mapping))
+        return RefType(subst_type(t.value, mapping, holes))
     return t
 
 
