@@ -219,8 +219,12 @@ class _Checker:
             stack.append((node, 1))
             stack.append((node.tuple_value, 0))
             return
+        tuple_t = self.use(node.tuple_value)
+        if type(tuple_t) is TupleType and node.index < len(tuple_t.fields):
+            self.types[node] = self.solver.find(tuple_t.fields[node.index])
+            return
         out = self.solver.fresh()
-        c = _ProjConstraint(self.use(node.tuple_value), node.index, out, node)
+        c = _ProjConstraint(tuple_t, node.index, out, node)
         self.constraints.append(c)
         self._solve(c)
         self.types[node] = out if not c.done else self.solver.find(out)
