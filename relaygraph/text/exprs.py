@@ -57,11 +57,12 @@ class ExprActions:
         self.source = source
         self.ops: dict[str, tuple] = {}  # name -> (Op, OpDef)
         self.literals: dict[str, Constant] = {}
+        self.attr_cache: dict = {}
         self.graph: dict[int, Expr] = {}
 
     def at(self, node: Node, pos: int) -> Node:
         """``node`` with the span of offset ``pos`` unless it already has one."""
-        if node.span is None:
+        if not hasattr(node, "_span"):  # (cheaper than the span property on a fresh node)
             node.with_span(self.source.span(pos))
         return node
 
@@ -177,6 +178,14 @@ class ExprActions:
         return self.at(Call(callee, tuple(args), canonical), pos)
 
     def op_attrs(self, name: str, attrs: dict, pos: int) -> Attrs | None:
+        # Programs repeat the same attributes over and over: canonicalise each set once.
+        key = (name, repr([(a.name, a.value) for a in attrs.values()])) if attrs else name
+        hit = self.attr_cache.get(key)
+        if hit is None:
+            hit = self.attr_cache[key] = self._op_attrs(name, attrs, pos)
+        return hit
+
+    def _op_attrs(self, name: str, attrs: dict, pos: int) -> Attrs | None:
         opdef = self.ops[name][1]
         for item in attrs.values():
             if item.name not in opdef.attrs:

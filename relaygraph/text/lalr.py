@@ -11,7 +11,10 @@ recursion.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +22,7 @@ from pathlib import Path
 from ..errors import ParseError
 from .source import Source
 
-__all__ = ["Grammar", "grammar", "run"]
+__all__ = ["Grammar", "grammar", "run", "no_gc"]
 
 _GRAMMAR_FILE = Path(__file__).with_name("relay.lark")
 
@@ -57,26 +60,35 @@ class Grammar:
                 if re.fullmatch(r"[A-Za-z_]\w*", pattern.value):
                     self.keywords[pattern.value] = term.name  # matched as NAME, then renamed
                     continue
-            parts.append(f"(?P<{term.name}>{pattern.to_regexp()})")
-        parts.append(r"(?P<_BAD>.)")
-        self.token_re = re.compile("|".join(parts), re.S)
+            if term.name != "WS":
+                parts.append(f"(?P<{term.name}>{pattern.to_regexp()})")
+        parts.append(r"(?P<_BAD>\S)")
+        # Each match swallows the whitespace before its token, so whitespace costs no
+        # iteration of the parse loop; trailing whitespace simply matches nothing.
+        self.token_re = re.compile(r"[ \t\r\n]*(?:" + "|".join(parts) + ")", re.S)
+        # Group number -> token type, so the loop reads ``m.lastindex`` (an int) per token.
+        self.group_names = [""] * (self.token_re.groups + 1)
+        for name, number in self.token_re.groupindex.items():
+            self.group_names[number] = name
 
         rules: list = []
         index: dict = {}
-        self.states: dict[int, dict[str, int]] = {}
+        # states[i] maps a symbol to the next state (a shift or a goto) or, negative, ~rule.
+        self.states: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
         for state, actions in table.states.items():
-            row = {}
+            row = self.states[state]
             for symbol, (action, arg) in actions.items():
                 if action is Shift:
-                    row[symbol] = arg
+                    row[str(symbol)] = arg
                 else:
                     if arg not in index:
                         index[arg] = len(rules)
                         rules.append(arg)
-                    row[symbol] = ~index[arg]  # reductions are negative
-            self.states[state] = row
-        # (length, handler name, left-hand side) per rule; the handler is the rule's alias.
-        self.rules = [(len(r.expansion), r.alias or r.origin.name, r.origin.name) for r in rules]
+                    row[str(symbol)] = ~index[arg]
+        # (length, handler name, left-hand side) per rule; the handler is the rule's alias. Names
+        # become plain str: lark's own str subclasses compare slowly as dict keys.
+        self.rules = [(len(r.expansion), str(r.alias or r.origin.name), str(r.origin.name))
+                      for r in rules]
         self.start_states = dict(table.start_states)
         self.end_states = dict(table.end_states)
 
@@ -85,6 +97,20 @@ class Grammar:
         if token_type in self.literals:
             return f"`{self.literals[token_type]}`"
         return _DESCRIBE.get(token_type, token_type)
+
+
+@contextlib.contextmanager
+def no_gc():
+    """Pause the cyclic garbage collector: parsing and printing build many objects and no
+    cycles, and the collector's repeated scans of the growing heap would cost more than the
+    work itself."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @functools.cache
@@ -109,57 +135,62 @@ def run(source: Source, start: str, handlers: dict[str, Callable]) -> object:
         if h is None and n != 1:
             raise RuntimeError(f"no handler for the grammar rule {lhs} of length {n}")
     end_state = g.end_states[start]
-    stack = [g.start_states[start]]
+    names = g.group_names
+    state = g.start_states[start]
+    stack: list[int] = []  # the states below the current one
     values: list = []
     positions: list[int] = []
-    tokens = g.token_re.finditer(text)
     length = len(text)
-    while True:
-        m = next(tokens, None)
+    for m in itertools.chain(g.token_re.finditer(text), (None,)):
         if m is None:
             kind, value, pos = "$END", "", length
         else:
-            kind = m.lastgroup
-            if kind == "WS":
-                continue
-            value = m.group()
-            pos = m.start()
+            group = m.lastindex
+            kind = names[group]
+            value = m.group(group)
+            pos = m.start(group)
             if kind == "NAME":
                 kind = keywords.get(value, "NAME")
             elif kind == "_BAD":
                 raise source.error(f"unexpected character {value!r}", pos)
         while True:
-            action = states[stack[-1]].get(kind)
+            action = states[state].get(kind)
             if action is None:
-                raise _syntax_error(source, g, stack[-1], kind, value, pos)
+                raise _syntax_error(source, g, state, kind, value, pos)
             if action >= 0:  # shift
-                stack.append(action)
+                stack.append(state)
+                state = action
                 values.append(value)
                 positions.append(pos)
                 break
             n, handler, lhs = rules[~action]
             if handler is None:  # A -> B: same value, new state
-                stack[-1] = states[stack[-2]][lhs]
+                state = states[stack[-1]][lhs]
                 continue
             if n:
                 kids = values[-n:]
                 where = positions[-n:]
-                del values[-n:], positions[-n:], stack[-n:]
+                del values[-n:], positions[-n:]
+                below = stack[-n]
+                if n > 1:
+                    del stack[1 - n:]
             else:
                 kids = []
                 where = [pos]
+                stack.append(state)
+                below = state
             try:
                 value_out = handler(kids, where)
             except ParseError:
                 raise
             except Exception as exc:  # a node constructor refusing the input, say
                 raise _wrapped(source, exc, where[0]) from None
-            goto = states[stack[-1]][lhs]
-            if goto == end_state and kind == "$END":
+            state = states[below][lhs]
+            if state == end_state and kind == "$END":
                 return value_out
-            stack.append(goto)
             values.append(value_out)
             positions.append(where[0])
+    raise AssertionError("the LALR table accepts only at the end of the text")
 
 
 def _wrapped(source: Source, exc: Exception, pos: int) -> ParseError:

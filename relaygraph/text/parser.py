@@ -55,7 +55,8 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
                            'a Relay module', start)
     if source.code[:source.version_pos].strip():
         raise source.error("the version header must come first", source.version_pos)
-    return lalr.run(source, "module", _Parser(source).handlers())
+    with lalr.no_gc():
+        return lalr.run(source, "module", _Parser(source).handlers())
 
 
 def parse_expr(text: str, source_name: str = "<string>", mod: IRModule | None = None) -> Expr:
@@ -64,7 +65,8 @@ def parse_expr(text: str, source_name: str = "<string>", mod: IRModule | None = 
     ``mod`` supplies the globals, ADTs and constructors the expression may refer to.
     """
     source = Source(source_name, text)
-    return lalr.run(source, "expression", _Parser(source, mod).handlers())
+    with lalr.no_gc():
+        return lalr.run(source, "expression", _Parser(source, mod).handlers())
 
 
 def parse_file(path: str | Path) -> IRModule:

@@ -17,7 +17,16 @@ from __future__ import annotations
 
 import re
 
-from ..ir.adt import Clause, Constructor, Match, PatternConstructor, PatternTuple, PatternVar, TypeData
+from ..ir.adt import (
+    Clause,
+    Constructor,
+    Match,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    TypeData,
+    pattern_vars,
+)
 from ..ir.expr import (
     Call,
     Constant,
@@ -35,9 +44,9 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.module import IRModule
-from ..ir.traversal import free_vars, post_order
 from ..ir.types import Type, format_type
 from .attrtext import format_attrs
+from .lalr import no_gc
 from .literals import scalar_literal
 from .metadata import write_metadata
 from .source import VERSION
@@ -57,14 +66,16 @@ def astext(node, show_types: bool = False) -> str:
     if isinstance(node, Type) and not isinstance(node, TypeData):
         return format_type(node)
     printer = _Printer(show_types)
-    if isinstance(node, IRModule):
-        body = printer.module(node)
-    elif isinstance(node, Expr):
-        body = printer.expression(node)
-    elif isinstance(node, TypeData):
-        body = printer.type_data(node) + "\n"
-    else:
-        raise TypeError(f"astext: expected an IRModule, an Expr or a Type, got {type(node).__name__}")
+    with no_gc():
+        if isinstance(node, IRModule):
+            body = printer.module(node)
+        elif isinstance(node, Expr):
+            body = printer.expression(node)
+        elif isinstance(node, TypeData):
+            body = printer.type_data(node) + "\n"
+        else:
+            raise TypeError(f"astext: expected an IRModule, an Expr or a Type, got "
+                            f"{type(node).__name__}")
     if printer.meta:
         sep = "\n" if body.endswith("\n") else "\n\n"
         return f"{HEADER}\n{body}{sep}#[metadata]\n{write_metadata(printer.meta)}\n"
@@ -78,8 +89,45 @@ def clean_name(name: str, prefix: str) -> str:
     return _BAD_NAME_CHARS.sub("_", name)
 
 
-def _indent(text: str) -> str:
-    return "  " + text.replace("\n", "\n  ")
+# Multi-line text is a list of pieces: a str is one line, a _Block holds lines one level deeper.
+# Nesting a piece in another never copies the lines inside it, and indentation is applied once,
+# when the whole text is rendered, so deeply nested programs print in linear time.
+class _Block(list):
+    """Lines printed one indentation level deeper than the lines around them."""
+
+    __slots__ = ()
+
+
+def _wrap(prefix: str, text, suffix: str):
+    """``text`` (a line or a list of pieces) with ``prefix`` before it and ``suffix`` after."""
+    if type(text) is str:
+        return prefix + text + suffix
+    out = list(text)
+    out[0] = prefix + out[0]
+    out[-1] = out[-1] + suffix
+    return out
+
+
+def _render(pieces) -> str:
+    """The text of a list of pieces, indented two spaces per block level."""
+    if type(pieces) is str:
+        return pieces
+    out: list[str] = []
+    stack = [(iter(pieces), "")]
+    while stack:
+        items, indent = stack[-1]
+        for item in items:
+            if type(item) is _Block:
+                stack.append((iter(item), indent + "  "))
+                break
+            if type(item) is str:
+                out.append(indent + item)
+            else:  # a multi-line statement inside a scope
+                stack.append((iter(item), indent))
+                break
+        else:
+            stack.pop()
+    return "\n".join(out)
 
 
 class _Scope:
@@ -115,30 +163,30 @@ class _Layout:
     """Where each node of one printed root goes: inline or bound, and in which scope."""
 
     def __init__(self, root: Expr, root_scope: _Scope) -> None:
-        order = post_order(root)
-        uses: dict = {}
-        parent: dict = {}
-        for node in order:
-            for child in node.children():
-                if _is_atom(child) or not isinstance(child, (Expr, Clause)):
-                    continue
-                uses[child] = uses.get(child, 0) + 1
-                parent[child] = node
+        order, uses, parent, self.free = _walk(root)
         self.bound: set = set()
         self.home: dict = {root: root_scope}
         self.scopes: dict = {}  # node -> the scope(s) it opens
         self.paren: set = set()  # lets printed in parentheses
         self.wrapped: set = set()  # matches that need parentheses to read back in TVM
-        for node in reversed(order):
-            if not isinstance(node, (Expr, Clause)) or _is_atom(node):
-                continue
+        home = self.home
+        for node in reversed(order):  # every user of a node comes before it
             cls = type(node)
+            here = home[node]
+            count = uses.get(node, 0)
             up = parent.get(node)
-            as_value = type(up) is Let and up.value is node and uses.get(node) == 1
-            inline = node is root or cls is Clause or (uses.get(node) == 1 and _inline_slot(up, node))
+            if cls is Call or cls is TupleGetItem or cls is Tuple:  # the common, flat case
+                if node is not root and (count != 1 or not _inline_slot(up, node)):
+                    self.bound.add(node)
+                for child in node.children():
+                    if child in uses:
+                        h = home.get(child)
+                        home[child] = here if h is None or h is here else _common(h, here)
+                continue
+            as_value = count == 1 and type(up) is Let and up.value is node
+            inline = node is root or cls is Clause or (count == 1 and _inline_slot(up, node))
             if not inline:
                 self.bound.add(node)
-            here = self.home[node]
             if cls is Function:
                 inner = self.scopes[node] = _Scope(here)
                 self._use(node.body, inner)
@@ -170,6 +218,48 @@ class _Layout:
             return
         home = self.home.get(child)
         self.home[child] = scope if home is None else _common(home, scope)
+
+
+def _walk(root: Expr):
+    """Post-order of the non-atomic nodes, use counts, last users and free variables."""
+    order: list = []
+    uses: dict = {}
+    parent: dict = {}
+    seen = {root}
+    bound_vars: set = set()
+    used_vars: dict = {}
+    stack: list = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        cls = type(node)
+        if cls is Function:
+            bound_vars.update(node.params)
+            kids = (node.body,)
+        elif cls is Let:
+            bound_vars.add(node.var)
+            kids = (node.value, node.body)
+        elif cls is Clause:
+            bound_vars.update(pattern_vars(node.lhs))
+            kids = (node.rhs,)
+        else:
+            kids = node.children()
+        for i in range(len(kids) - 1, -1, -1):
+            child = kids[i]
+            if type(child) in _ATOMS or _is_atom(child):
+                if type(child) is Var:
+                    used_vars[child] = None
+                continue
+            uses[child] = uses.get(child, 0) + 1
+            parent[child] = node
+            if child not in seen:
+                seen.add(child)
+                stack.append((child, False))
+    free = [v for v in reversed(used_vars) if v not in bound_vars]
+    return order, uses, parent, free
 
 
 def _inline_slot(parent, child) -> bool:
@@ -212,12 +302,12 @@ class _Printer:
         scope = _Scope(None)
         self.layout = _Layout(expr, scope)
         self.names: dict = {}  # bound node -> %N, for this root
-        for var in free_vars(expr):
+        for var in self.layout.free:
             if var not in self.var_names:
                 scope.lines.append(f"free_var {self.binder(var)};")
         if def_prefix is not None:
-            return self.run(self.g_function(expr, def_prefix))
-        return self.run(self.g_scope(scope, expr))
+            return _render(self.run(self.g_function(expr, def_prefix)))
+        return _render(self.run(self.g_scope(scope, expr)))
 
     @staticmethod
     def run(gen):
@@ -341,7 +431,7 @@ class _Printer:
             name = f"%{self.counter}"
             self.counter += 1
             names[n] = name
-            layout.home[n].lines.append(f"{name} = {text}{self.type_comment(n)};")
+            layout.home[n].lines.append(_wrap(f"{name} = ", text, self.type_comment(n) + ";"))
 
     def g_value(self, node):
         """The text of a node in an inline position (a scope's result or a let's value)."""
@@ -357,7 +447,7 @@ class _Printer:
             text = yield self.g_text(node)
         else:
             text = self.flat(node)
-        return text + self.type_comment(node)
+        return _wrap("", text, self.type_comment(node)) if self.known_type else text
 
     def g_text(self, node):
         """The text of a node that holds scopes (function, if, match, parenthesized let)."""
@@ -368,12 +458,11 @@ class _Printer:
             t, f = self.layout.scopes[node]
             then = yield self.g_scope(t, node.true_branch)
             other = yield self.g_scope(f, node.false_branch)
-            return (f"if ({self.ref(node.cond)}) {{\n{_indent(then)}\n}} else {{\n"
-                    f"{_indent(other)}\n}}")
+            return [f"if ({self.ref(node.cond)}) {{", _Block(then), "} else {", _Block(other), "}"]
         if cls is Match:
             return (yield from self.g_match(node))
         inner = yield self.g_scope(self.layout.scopes[node], node)  # a let, in parentheses
-        return f"(\n{_indent(inner)}\n)"
+        return ["(", _Block(inner), ")"]
 
     def g_function(self, fn: Function, prefix: str):
         params = [self.binder(p) for p in fn.params]
@@ -383,18 +472,18 @@ class _Printer:
             if fn.type_params else ""
         ret = f"-> {format_type(fn.ret_type)} " if fn.ret_type is not None else ""
         body = yield self.g_scope(self.layout.scopes[fn], fn.body)
-        return f"{prefix}{tparams}({', '.join(params)}) {ret}{{\n{_indent(body)}\n}}"
+        return [f"{prefix}{tparams}({', '.join(params)}) {ret}{{", _Block(body), "}"]
 
     def g_match(self, match: Match):
-        arms = []
+        arms = _Block()
         for clause in match.clauses:
             lhs = self.pattern(clause.lhs)
             rhs = yield self.g_scope(self.layout.scopes[clause], clause.rhs)
-            arms.append(f"{lhs} => {{\n{_indent(rhs)}\n}},")
+            arms.extend((f"{lhs} => {{", _Block(rhs), "},"))
         keyword = "match" if match.complete else "match?"
-        text = f"{keyword} ({self.ref(match.data)}) {{\n{_indent(chr(10).join(arms))}\n}}"
+        text = [f"{keyword} ({self.ref(match.data)}) {{", arms, "}"]
         # TVM reads `match` only where a statement may start: elsewhere it needs parentheses.
-        return f"({text})" if match in self.layout.wrapped else text
+        return _wrap("(", text, ")") if match in self.layout.wrapped else text
 
     def pattern(self, pat) -> str:
         """A pattern's text; allocates the names of the variables it binds."""
@@ -417,11 +506,11 @@ class _Printer:
                 cur not in layout.paren or layout.scopes[cur] is scope):
             name = self.binder(cur.var)
             value = yield from self.g_value(cur.value)
-            scope.lines.append(f"let {name} = {value};")
+            scope.lines.append(_wrap(f"let {name} = ", value, ";"))
             cur = cur.body
         result = yield from self.g_value(cur)
         scope.lines.append(result)
-        return "\n".join(scope.lines)
+        return scope.lines
 
     # -- ADT definitions -----------------------------------------------------------------------------
     def type_data(self, data: TypeData) -> str:
