@@ -138,10 +138,11 @@ def defop(name: str, num_inputs: int | None, attrs: Mapping[str, Any] | None,
           normalize: Callable | None = None, infer_inputs: Callable | None = None,
           sampler: Callable | None = None, examples: tuple = (), doc: str = "") -> OpDef:
     """Register an op whose relation and kernel read resolved attrs (a dict with defaults)."""
+    raw_flops, raw_bytes = flops or flops_per_output(0.0), bytes or io_bytes
     record = OpDef(
         name=name, num_inputs=num_inputs, attrs=dict(attrs or {}), type_relation=rel,
-        kernel=kernel, pattern=pattern, flops=flops or flops_per_output(0.0),
-        bytes=bytes or io_bytes, domain=domain, input_names=tuple(input_names), doc=doc,
+        kernel=kernel, pattern=pattern, flops=raw_flops, bytes=raw_bytes, domain=domain,
+        input_names=tuple(input_names), doc=doc,
         py_defaults=dict(py_defaults or {}), normalize=normalize, sampler=sampler,
         examples=tuple(examples),
     )
@@ -166,8 +167,16 @@ def defop(name: str, num_inputs: int | None, attrs: Mapping[str, Any] | None,
     def infer(arg_types, attrs=None):
         return infer_inputs(list(arg_types), record.resolve(attrs))
 
+    def op_flops(arg_types, out_type, attrs=None) -> float:
+        return raw_flops(list(arg_types), out_type, record.resolve(attrs))
+
+    def op_bytes(arg_types, out_type, attrs=None) -> float:
+        return raw_bytes(list(arg_types), out_type, record.resolve(attrs))
+
     record.type_relation = type_relation
     record.kernel = run_kernel
+    record.flops = op_flops
+    record.bytes = op_bytes
     record.infer_inputs = infer if infer_inputs is not None else None
     run_kernel.__doc__ = f"numpy kernel of {name}"
     type_relation.__doc__ = f"type relation of {name}"

@@ -13,6 +13,13 @@ fill the table. Other layers rely on these names:
 - ``OpDef.flops(arg_types, out_type, attrs) -> float`` and ``OpDef.bytes(...) -> float``
 - ``OpDef.domain``: how to draw valid random inputs (e.g. ``"positive"`` for ``log``); a str
   for every input or a tuple with one entry per input (see ``relaygraph.ops.domains``)
+- ``OpDef.infer_inputs(arg_types, attrs)``: optional; input types implied by the others and the
+  attrs (a conv2d weight from ``channels``/``kernel_size``), used by InferType for unannotated
+  inputs; ``OpDef.sampler``: optional, for ops whose valid inputs depend on each other (take);
+  ``OpDef.examples``: (input types, attrs) pairs that the whole-table tests run
+
+``type_relation``, ``kernel``, ``flops`` and ``bytes`` accept a Call's ``Attrs`` (canonical, see
+below) or a plain dict; absent attributes take their defaults.
 
 Attributes. ``OpDef.attrs`` holds TVM's C++ defaults (``include/tvm/relay/attrs/*.h``), which
 are what TVM's text printer compares against: it prints only attributes that differ from them.
