@@ -277,7 +277,13 @@ def format_type(t: Type) -> str:
                 dims = ", ".join(format_dim(d) for d in cur.shape)
                 out.append(f"Tensor[({dims}), {cur.dtype}]")
         elif isinstance(cur, (TypeVar, GlobalTypeVar)):
-            out.append(cur.name_hint)
+            # As the text printer names them: a letter first (TVM's `t` prefix), then only
+            # letters, digits and underscores, so the name reads back as one token.
+            name = cur.name_hint
+            if not (name[:1].isascii() and name[:1].isalpha()):
+                name = "t" + name
+            out.append("".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                               for c in name))
         elif isinstance(cur, IncompleteType):
             out.append("_")
         else:

@@ -370,9 +370,9 @@ class _Printer:
         if cls is Constant:
             return self.constant(node)
         if cls is Constructor:
-            return node.name_hint
+            return clean_name(node.name_hint, "C")
         if cls is Call and not node.args and type(node.op) is Constructor and not node.op.inputs:
-            return node.op.name_hint
+            return clean_name(node.op.name_hint, "C")
         return self.names[node]
 
     def constant(self, const: Constant) -> str:
@@ -468,8 +468,7 @@ class _Printer:
         params = [self.binder(p) for p in fn.params]
         if fn.attrs:
             params.extend(format_attrs(fn, self.attr_cache))
-        tparams = f"[{', '.join(clean_name(t.name_hint, 't') for t in fn.type_params)}]" \
-            if fn.type_params else ""
+        tparams = f"[{', '.join(format_type(t) for t in fn.type_params)}]" if fn.type_params else ""
         ret = f"-> {format_type(fn.ret_type)} " if fn.ret_type is not None else ""
         body = yield self.g_scope(self.layout.scopes[fn], fn.body)
         return [f"{prefix}{tparams}({', '.join(params)}) {ret}{{", _Block(body), "}"]
@@ -491,9 +490,10 @@ class _Printer:
         if cls is PatternVar:
             return self.binder(pat.var)
         if cls is PatternConstructor:
+            name = clean_name(pat.constructor.name_hint, "C")
             if not pat.patterns:
-                return pat.constructor.name_hint
-            return f"{pat.constructor.name_hint}({', '.join(self.pattern(p) for p in pat.patterns)})"
+                return name
+            return f"{name}({', '.join(self.pattern(p) for p in pat.patterns)})"
         if cls is PatternTuple:
             return f"({', '.join(self.pattern(p) for p in pat.patterns)})"
         return "_"
@@ -514,13 +514,13 @@ class _Printer:
 
     # -- ADT definitions -----------------------------------------------------------------------------
     def type_data(self, data: TypeData) -> str:
-        head = clean_name(data.header.name_hint, "t")
+        head = format_type(data.header)
         if data.type_vars:
-            head += f"[{', '.join(clean_name(t.name_hint, 't') for t in data.type_vars)}]"
+            head += f"[{', '.join(format_type(t) for t in data.type_vars)}]"
         ctors = []
         for c in data.constructors:
             fields = f"({', '.join(format_type(t) for t in c.inputs)})" if c.inputs else ""
-            ctors.append(f"  {c.name_hint}{fields},")
+            ctors.append(f"  {clean_name(c.name_hint, 'C')}{fields},")
         return f"type {head} {{\n" + "\n".join(ctors) + ("\n}" if ctors else "}")
 
 
