@@ -1,0 +1,337 @@
+"""DAG-optimal extraction by integer programming, solved by HiGHS.
+
+After pruning (see ``prune``), one binary ``x[n]`` per node says the node is chosen::
+
+    minimise   sum cost[n] * x[n]
+    subject to sum(x[n] for n in class r) = 1              for each root class r
+               sum(x[n] for n in class k) <= 1             for each class k
+               x[n] <= sum(x[m] for m in class d)          for each node n and child class d
+               t[d] - t[c] + M * x[n] <= M - 1             for n in class c, d a child class of n,
+                                                           c and d on one cycle (M = its size)
+
+The last rows give every class on a cycle a position ``t`` that must grow from child to
+parent along chosen nodes, which forbids cycles. They are written only inside strongly
+connected components of the class graph; an e-graph without cycles gets none.
+
+Backends: ``"highs"`` drives the HiGHS build that SciPy ships (``scipy.optimize._highspy``)
+and gives it the greedy DAG answer as a true warm start (``setSolution``). ``"milp"`` uses the
+public ``scipy.optimize.milp``, which takes no starting point: there the greedy cost becomes a
+cutoff row (objective <= greedy cost). Either way, on a time-out the best answer found is
+returned, and the greedy answer when the solver found none better.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .check import ExtractionResult, check, make_result, needed_classes
+from .graph import ExtractionError, ExtractionGraph
+from .greedy import greedy_dag, realize_acyclic
+from .prune import Pruned, _components, path_bounds, prune
+
+__all__ = ["ilp", "highs_available"]
+
+_ORDER_LIMIT = 200  # classes on cycles up to which position variables are used (auto mode)
+_WALKS_PER_COMPONENT = 8  # cycles cut per cyclic component of a relaxed answer, at most
+
+
+def highs_available() -> bool:
+    """Whether SciPy's bundled HiGHS bindings (needed for a true warm start) can be used."""
+    try:
+        from scipy.optimize._highspy import _core
+    except ImportError:
+        return False
+    return hasattr(_core, "_Highs") and hasattr(_core._Highs, "setSolution")
+
+
+@dataclass
+class _Model:
+    """The integer program in CSR-like rows: ``lower <= A @ v <= upper``."""
+
+    cost: np.ndarray
+    lower_var: np.ndarray
+    upper_var: np.ndarray
+    integral: np.ndarray
+    rows: list[tuple[list[int], list[float], float, float]]
+    node_var: dict[int, int]
+    order_var: dict[int, int]
+
+
+def _build(graph: ExtractionGraph, p: Pruned, scale: float, with_order: bool,
+           node_bound: list[float], root_bound: float) -> _Model:
+    node_var = {n: i for i, n in enumerate(p.nodes)}
+    order_var = {k: len(node_var) + i for i, k in enumerate(sorted(p.scc))} if with_order else {}
+    total_var = len(node_var) + len(order_var)  # z: the objective's value, bounded below by paths
+    n_vars = total_var + 1
+    cost = np.zeros(n_vars)
+    lower = np.zeros(n_vars)
+    upper = np.ones(n_vars)
+    integral = np.zeros(n_vars, dtype=np.uint8)
+    for n, i in node_var.items():
+        cost[i] = graph.costs[n] / scale
+        integral[i] = 1
+        if n in p.forced:
+            lower[i] = 1.0
+    for k, i in order_var.items():
+        upper[i] = p.scc_size[p.scc[k]] - 1
+    lower[total_var], upper[total_var] = root_bound / scale, math.inf
+    rows: list[tuple[list[int], list[float], float, float]] = []
+    rows.append(([total_var] + list(node_var.values()), [1.0] + [-cost[i] for i in node_var.values()],
+                 0.0, 0.0))
+    for n, i in node_var.items():
+        if node_bound[n] > root_bound:  # choosing n costs at least its path bound
+            rows.append(([total_var, i], [1.0, -node_bound[n] / scale], 0.0, math.inf))
+    roots = set(graph.roots)
+    for k in p.classes:
+        cols = [node_var[n] for n in p.class_nodes[k]]
+        rows.append((cols, [1.0] * len(cols), 1.0 if k in roots else 0.0, 1.0))
+    for n in p.nodes:
+        c = graph.classes[n]
+        for d in p.kids[n]:
+            cols = [node_var[n]] + [node_var[m] for m in p.class_nodes[d]]
+            rows.append((cols, [1.0] + [-1.0] * (len(cols) - 1), -math.inf, 0.0))
+            comp = p.scc.get(c) if with_order else None
+            if comp is not None and p.scc.get(d) == comp:
+                big = float(p.scc_size[comp])
+                rows.append(([order_var[d], order_var[c], node_var[n]], [1.0, -1.0, big],
+                             -math.inf, big - 1.0))
+    return _Model(cost, lower, upper, integral, rows, node_var, order_var)
+
+
+def _start_vector(graph: ExtractionGraph, p: Pruned, model: _Model, choice: dict[int, int]) -> np.ndarray:
+    """The greedy choice as a feasible point: dominated nodes swapped for their dominators and
+    positions taken from a children-first order of the chosen classes."""
+    x = np.zeros(len(model.cost))
+    mapped = {k: p.replaced_by.get(n, n) for k, n in choice.items()}
+    order = needed_classes(graph, mapped)
+    for k in order:
+        x[model.node_var[mapped[k]]] = 1.0
+    position: dict[int, int] = {}
+    for k in _children_first(graph, mapped, order):
+        if k in model.order_var:
+            position[k] = len(position)
+    by_comp: dict[int, list[int]] = {}
+    for k in sorted(position, key=position.get):
+        by_comp.setdefault(p.scc[k], []).append(k)
+    for members in by_comp.values():
+        for rank, k in enumerate(members):
+            x[model.order_var[k]] = float(rank)
+    x[-1] = float(model.cost @ x)
+    return x
+
+
+def _children_first(graph: ExtractionGraph, choice: dict[int, int], classes: list[int]) -> list[int]:
+    done: set[int] = set()
+    out: list[int] = []
+    for start in classes:
+        stack = [(start, False)]
+        while stack:
+            k, expanded = stack.pop()
+            if expanded:
+                out.append(k)
+                continue
+            if k in done:
+                continue
+            done.add(k)
+            stack.append((k, True))
+            stack.extend((c, False) for c in graph.child_classes[choice[k]] if c not in done)
+    return out
+
+
+def _solve_highs(model: _Model, start: np.ndarray, time_limit: float, rel_gap: float):
+    from scipy.optimize._highspy import _core as h
+
+    n = len(model.cost)
+    starts, index, value = _columns(model, n)
+    lp = h.HighsLp()
+    lp.num_col_, lp.num_row_ = n, len(model.rows)
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = model.cost, model.lower_var, model.upper_var
+    lp.row_lower_ = np.array([r[2] for r in model.rows], dtype=float)
+    lp.row_upper_ = np.array([r[3] for r in model.rows], dtype=float)
+    lp.a_matrix_.format_ = h.MatrixFormat.kColwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, len(model.rows)
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = starts, index, value
+    lp.integrality_ = [h.HighsVarType.kInteger if i else h.HighsVarType.kContinuous
+                       for i in model.integral]
+    solver = h._Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("time_limit", float(time_limit))
+    solver.setOptionValue("mip_rel_gap", float(rel_gap))
+    solver.setOptionValue("threads", 1)
+    solver.passModel(lp)
+    warm = h.HighsSolution()
+    warm.col_value = start.tolist()
+    warm.value_valid = True
+    solver.setSolution(warm)
+    solver.run()
+    status = solver.getModelStatus()
+    info = solver.getInfo()
+    has_point = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    x = np.array(solver.getSolution().col_value) if has_point else None
+    proven = status == h.HighsModelStatus.kOptimal
+    bound = float(info.objective_function_value if proven else info.mip_dual_bound)
+    return x, proven, bound if math.isfinite(bound) else 0.0, solver.modelStatusToString(status)
+
+
+def _columns(model: _Model, n: int):
+    cols: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for r, (idx, vals, _, _) in enumerate(model.rows):
+        for i, v in zip(idx, vals):
+            cols[i].append((r, v))
+    starts = np.zeros(n + 1, dtype=np.int32)
+    starts[1:] = np.cumsum([len(c) for c in cols])
+    index = np.array([r for c in cols for r, _ in c], dtype=np.int32)
+    value = np.array([v for c in cols for _, v in c], dtype=float)
+    return starts, index, value
+
+
+def _solve_milp(model: _Model, start: np.ndarray, time_limit: float, rel_gap: float):
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import csr_array
+
+    n = len(model.cost)
+    rows = list(model.rows)
+    # No warm start in scipy's milp: the greedy cost becomes a cutoff instead.
+    cutoff = float(model.cost @ start)
+    rows.append((list(range(n)), model.cost.tolist(), -math.inf, cutoff + 1e-9 * max(1.0, abs(cutoff))))
+    data, ri, ci = [], [], []
+    for r, (idx, vals, _, _) in enumerate(rows):
+        ri.extend([r] * len(idx))
+        ci.extend(idx)
+        data.extend(vals)
+    matrix = csr_array((data, (ri, ci)), shape=(len(rows), n))
+    constraint = LinearConstraint(matrix, [r[2] for r in rows], [r[3] for r in rows])
+    res = milp(model.cost, integrality=model.integral, bounds=Bounds(model.lower_var, model.upper_var),
+               constraints=constraint, options={"time_limit": float(time_limit), "mip_rel_gap": rel_gap})
+    bound = getattr(res, "mip_dual_bound", None)
+    if res.status == 0:
+        bound = res.fun
+    bound = float(bound) if bound is not None and math.isfinite(bound) else 0.0
+    return res.x, res.status == 0, bound, res.message
+
+
+def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: ExtractionResult | None = None,
+        backend: str = "auto", acyclicity: str = "auto", rel_gap: float = 1e-6) -> ExtractionResult:
+    """Extract a DAG-optimal choice by integer programming within ``time_limit`` seconds.
+
+    ``warm_start`` defaults to ``greedy_dag(graph)`` (its time counts towards this result's).
+    ``acyclicity`` is ``"order"`` (position variables), ``"lazy"`` (cycle cuts added as cycles
+    appear) or ``"auto"`` (order variables for small cyclic parts, cuts for large ones).
+    The result's ``optimal`` says whether optimality was proved (within ``rel_gap``), ``gap`` is
+    the relative gap to the best lower bound; on a time-out ``status`` is ``"time-limit"``.
+    """
+    if backend == "auto":
+        backend = "highs" if highs_available() else "milp"
+    if backend not in ("highs", "milp"):
+        raise ValueError(f"unknown ILP backend {backend!r}; use 'highs', 'milp' or 'auto'")
+    if acyclicity not in ("auto", "order", "lazy"):
+        raise ValueError(f"unknown acyclicity method {acyclicity!r}; use 'order', 'lazy' or 'auto'")
+    start_time = time.perf_counter()
+    if warm_start is None:
+        warm_start = greedy_dag(graph)
+    pruned = prune(graph)
+    missing = [r for r in graph.roots if r not in pruned.class_nodes]
+    if missing:
+        raise ExtractionError(f"{graph.name}: root e-class {graph.class_ids[missing[0]]!r} has no "
+                              f"acyclic term")
+    if acyclicity == "auto":
+        acyclicity = "order" if len(pruned.scc) <= _ORDER_LIMIT else "lazy"
+    scale = max((graph.costs[n] for n in pruned.nodes), default=1.0) or 1.0
+    class_bound, node_bound = path_bounds(graph)
+    root_bound = max(class_bound[r] for r in graph.roots)
+    model = _build(graph, pruned, scale, acyclicity == "order", node_bound, root_bound)
+    solve = _solve_highs if backend == "highs" else _solve_milp
+    best = warm_start.choice
+    best_cost = warm_start.dag_cost
+    proven, lower, message, rounds, cuts = False, root_bound, "not run", 0, 0
+    if best_cost <= root_bound + rel_gap * abs(root_bound):
+        proven, message = True, "start meets the path lower bound"
+    while not proven:
+        remaining = time_limit - (time.perf_counter() - start_time)
+        if remaining <= 0:
+            message = "time limit reached"
+            break
+        rounds += 1
+        x, solved, bound, message = solve(model, _start_vector(graph, pruned, model, best), remaining, rel_gap)
+        lower = max(lower, bound * scale)  # each relaxed program bounds the acyclic optimum
+        found = None if x is None else _choice_from_point(graph, pruned, model, x)
+        if found is None:
+            break
+        cycles = _cycles(graph, found)
+        if not cycles:
+            cost = check(graph, found)
+            if cost <= best_cost:
+                best, best_cost = found, cost
+            proven = solved
+            break
+        # A cyclic answer of the relaxed program: forbid its cycles, keep a repaired copy if cheaper.
+        for cycle in cycles:
+            model.rows.append(_cycle_cut(graph, pruned, model, cycle))
+        cuts += len(cycles)
+        repaired = realize_acyclic(graph, found, [0.0] * graph.num_classes)
+        cost = check(graph, {k: repaired[k] for k in needed_classes(graph, repaired)})
+        if cost < best_cost:
+            best, best_cost = repaired, cost
+        if best_cost <= lower + rel_gap * abs(lower):
+            proven, message = True, "incumbent meets the lower bound"
+    gap = 0.0 if proven else (max(0.0, (best_cost - lower) / best_cost) if best_cost > 0 else 0.0)
+    return make_result("ilp", graph, best, time.perf_counter() - start_time, optimal=proven, gap=gap,
+                       status="ok" if proven else "time-limit",
+                       notes={"backend": backend, "acyclicity": acyclicity, "solver": message,
+                              "rounds": rounds, "cycle_cuts": cuts, "variables": len(model.cost),
+                              "rows": len(model.rows), "kept_nodes": len(pruned.nodes),
+                              "order_classes": len(pruned.scc) if acyclicity == "order" else 0,
+                              "lower_bound": lower})
+
+
+def _choice_from_point(graph: ExtractionGraph, p: Pruned, model: _Model, x: np.ndarray) -> dict[int, int] | None:
+    """The chosen nodes of the classes the roots need (None if the point misses one)."""
+    picked: dict[int, int] = {}
+    for k in p.classes:
+        for n in p.class_nodes[k]:
+            if x[model.node_var[n]] > 0.5:
+                picked[k] = n
+                break
+    try:
+        return {k: picked[k] for k in needed_classes(graph, picked)}
+    except ExtractionError:
+        return None
+
+
+def _cycles(graph: ExtractionGraph, choice: dict[int, int]) -> list[list[int]]:
+    """Some cycles of a choice: one walk per start class inside each cyclic component."""
+    kids = {k: set(graph.child_classes[n]) for k, n in choice.items()}
+    comp = _components(list(choice), kids)
+    members: dict[int, list[int]] = {}
+    for k, c in comp.items():
+        members.setdefault(c, []).append(k)
+    found: dict[frozenset, list[int]] = {}
+    for group in members.values():
+        inside = set(group)
+        if len(group) == 1 and group[0] not in kids[group[0]]:
+            continue
+        for start in group[:_WALKS_PER_COMPONENT]:
+            path, seen, k = [], {}, start
+            while k not in seen:  # every class of the component has a child inside it
+                seen[k] = len(path)
+                path.append(k)
+                k = min(c for c in kids[k] if c in inside)
+            cycle = path[seen[k]:]
+            found.setdefault(frozenset(cycle), cycle)
+    return list(found.values())
+
+
+def _cycle_cut(graph: ExtractionGraph, p: Pruned, model: _Model, cycle: list[int]):
+    """For a set S of classes: at most ``|S| - 1`` of them may use a node with a child in S.
+
+    Valid for every acyclic answer, whose chosen nodes restricted to S always leave a class
+    (a lowest one) without a child in S. Cutting the classes of a cycle this way also forbids
+    every other cycle through a subset of them.
+    """
+    inside = set(cycle)
+    cols = [model.node_var[n] for k in inside for n in p.class_nodes[k] if inside.intersection(p.kids[n])]
+    return (cols, [1.0] * len(cols), -math.inf, float(len(inside) - 1))
