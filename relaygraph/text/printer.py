@@ -163,8 +163,11 @@ class _Layout:
     """Where each node of one printed root goes: inline or bound, and in which scope."""
 
     def __init__(self, root: Expr, root_scope: _Scope) -> None:
-        order, uses, parent, self.free = _walk(root)
+        order, uses, parent, self.free, effects = _walk(root)
         self.bound: set = set()
+        # Interning makes equal reads of a cell one node, but each occurrence reads anew, so
+        # effectful flat nodes print once per use rather than once per node.
+        self.fresh: set = {n for n in effects if type(n) in _FLAT}
         self.home: dict = {root: root_scope}
         self.scopes: dict = {}  # node -> the scope(s) it opens
         self.paren: set = set()  # lets printed in parentheses
@@ -176,7 +179,8 @@ class _Layout:
             count = uses.get(node, 0)
             up = parent.get(node)
             if cls is Call or cls is TupleGetItem or cls is Tuple:  # the common, flat case
-                if node is not root and (count != 1 or not _inline_slot(up, node)):
+                if node is not root and (count != 1 or not _inline_slot(up, node)) and (
+                        node not in self.fresh):
                     self.bound.add(node)
                 for child in node.children():
                     if child in uses:
@@ -184,7 +188,8 @@ class _Layout:
                         home[child] = here if h is None or h is here else _common(h, here)
                 continue
             as_value = count == 1 and type(up) is Let and up.value is node
-            inline = node is root or cls is Clause or (count == 1 and _inline_slot(up, node))
+            inline = node is root or cls is Clause or node in self.fresh or (
+                count == 1 and _inline_slot(up, node))
             if not inline:
                 self.bound.add(node)
             if cls is Function:
@@ -259,7 +264,22 @@ def _walk(root: Expr):
                 seen.add(child)
                 stack.append((child, False))
     free = [v for v in reversed(used_vars) if v not in bound_vars]
-    return order, uses, parent, free
+    # Nodes that read, write or make a reference cell, or contain one outside a function.
+    effects: set = set()
+    for node in order:
+        cls = type(node)
+        if cls in _REFS or (cls is not Function and any(c in effects for c in _children(node))):
+            effects.add(node)
+    return order, uses, parent, free, effects
+
+
+def _children(node) -> tuple:
+    cls = type(node)
+    if cls is Let:
+        return (node.value, node.body)
+    if cls is Clause:
+        return (node.rhs,)
+    return node.children()
 
 
 def _inline_slot(parent, child) -> bool:
@@ -344,7 +364,7 @@ class _Printer:
 
     def binder(self, var: Var) -> str:
         """Allocate the name of a variable at its binding site; returns ``%x: T``."""
-        name = self.var_names[var] = self.unique("%" + clean_name(var.name_hint, "v"))
+        name = self.var_names[var] = self.names[var] = self.unique("%" + clean_name(var.name_hint, "v"))
         text = name if var.type_annotation is None else f"{name}: {format_type(var.type_annotation)}"
         return text + self.type_comment(var)
 
@@ -357,6 +377,9 @@ class _Printer:
     # -- references and flat nodes ---------------------------------------------------------------
     def ref(self, node) -> str:
         """The text of a node used as an operand: an atom or the name it is bound to."""
+        name = self.names.get(node)  # bound nodes and variables
+        if name is not None:
+            return name
         cls = type(node)
         if cls is Var:
             name = self.var_names.get(node)
@@ -373,7 +396,7 @@ class _Printer:
             return clean_name(node.name_hint, "C")
         if cls is Call and not node.args and type(node.op) is Constructor and not node.op.inputs:
             return clean_name(node.op.name_hint, "C")
-        return self.names[node]
+        raise KeyError(f"internal: {cls.__name__} printed before it was bound")
 
     def constant(self, const: Constant) -> str:
         if const.is_scalar:
@@ -386,26 +409,37 @@ class _Printer:
             self.meta.append(const)
         return f"meta[relay.Constant][{k}]"
 
-    def flat(self, node) -> str:
-        """The text of a node without nested scopes; its operands are already printed."""
+    def flat(self, node, fresh: dict | None = None) -> str:
+        """The text of a node without nested scopes; its operands are already printed.
+
+        ``fresh`` gives, by operand position, the names bound for effectful operands.
+        """
         cls = type(node)
-        ref = self.ref
-        if cls is Call:
+        if cls is Call and not fresh:  # the common case, kept short
+            ref = self.ref
             parts = [ref(a) for a in node.args]
             if node.attrs:
                 parts.extend(format_attrs(node, self.attr_cache))
             return f"{ref(node.op)}({', '.join(parts)})"
+        if fresh:
+            ops = [fresh[i] if i in fresh else self.ref(c) for i, c in enumerate(_operands(node))]
+        else:
+            ops = [self.ref(c) for c in _operands(node)]
+        if cls is Call:
+            parts = ops[1:]
+            if node.attrs:
+                parts.extend(format_attrs(node, self.attr_cache))
+            return f"{ops[0]}({', '.join(parts)})"
         if cls is TupleGetItem:
-            return f"{ref(node.tuple_value)}.{node.index}"
+            return f"{ops[0]}.{node.index}"
         if cls is Tuple:
-            fields = [ref(f) for f in node.fields]
-            return f"({fields[0]},)" if len(fields) == 1 else f"({', '.join(fields)})"
+            return f"({ops[0]},)" if len(ops) == 1 else f"({', '.join(ops)})"
         if cls is RefCreate:
-            return f"ref({ref(node.value)})"
+            return f"ref({ops[0]})"
         if cls is RefRead:
-            return f"ref_read({ref(node.ref)})"
+            return f"ref_read({ops[0]})"
         if cls is RefWrite:
-            return f"ref_write({ref(node.ref)}, {ref(node.value)})"
+            return f"ref_write({ops[0]}, {ops[1]})"
         raise NotImplementedError(f"printing {cls.__name__} nodes")
 
     # -- emitting bindings -------------------------------------------------------------------------
@@ -424,16 +458,42 @@ class _Printer:
                 stack.extend(reversed(pending))
                 continue
             stack.pop()
+            fresh = yield from self.g_fresh_operands(n, layout.home[n])
             if type(n) in _SCOPED:
-                text = yield self.g_text(n)
+                text = yield self.g_text(n, fresh)
             else:
-                text = self.flat(n)
-            name = f"%{self.counter}"
-            self.counter += 1
+                text = self.flat(n, fresh)
+            name = self.temp()
             names[n] = name
             layout.home[n].lines.append(_wrap(f"{name} = ", text, self.type_comment(n) + ";"))
 
-    def g_value(self, node):
+    def temp(self) -> str:
+        name = f"%{self.counter}"
+        self.counter += 1
+        return name
+
+    def g_fresh_operands(self, node, scope: _Scope):
+        """Bind each use of the node's effectful operands; returns {position: name} or None."""
+        fresh = None
+        for i, c in enumerate(_operands(node)):
+            if c in self.layout.fresh:
+                if fresh is None:
+                    fresh = {}
+                fresh[i] = yield self.g_fresh(c, scope)
+        return fresh
+
+    def g_fresh(self, node, scope: _Scope):
+        """Bind one use of an effectful node in ``scope``: interning made equal reads of a
+        cell one node, but every occurrence reads anew, so each use gets its own binding."""
+        for c in _operands(node):
+            if c in self.layout.bound and c not in self.names:
+                yield from self.g_emit(c)
+        fresh = yield from self.g_fresh_operands(node, scope)
+        name = self.temp()
+        scope.lines.append(f"{name} = {self.flat(node, fresh)}{self.type_comment(node)};")
+        return name
+
+    def g_value(self, node, scope: _Scope):
         """The text of a node in an inline position (a scope's result or a let's value)."""
         if _is_atom(node):
             return self.ref(node)
@@ -443,24 +503,26 @@ class _Printer:
         for c in _operands(node):
             if c in self.layout.bound and c not in self.names:
                 yield from self.g_emit(c)
+        fresh = yield from self.g_fresh_operands(node, scope)
         if type(node) in _SCOPED:
-            text = yield self.g_text(node)
+            text = yield self.g_text(node, fresh)
         else:
-            text = self.flat(node)
+            text = self.flat(node, fresh)
         return _wrap("", text, self.type_comment(node)) if self.known_type else text
 
-    def g_text(self, node):
+    def g_text(self, node, fresh: dict | None = None):
         """The text of a node that holds scopes (function, if, match, parenthesized let)."""
         cls = type(node)
         if cls is Function:
             return (yield from self.g_function(node, "fn "))
         if cls is If:
+            cond = fresh[0] if fresh else self.ref(node.cond)
             t, f = self.layout.scopes[node]
             then = yield self.g_scope(t, node.true_branch)
             other = yield self.g_scope(f, node.false_branch)
-            return [f"if ({self.ref(node.cond)}) {{", _Block(then), "} else {", _Block(other), "}"]
+            return [f"if ({cond}) {{", _Block(then), "} else {", _Block(other), "}"]
         if cls is Match:
-            return (yield from self.g_match(node))
+            return (yield from self.g_match(node, fresh[0] if fresh else self.ref(node.data)))
         inner = yield self.g_scope(self.layout.scopes[node], node)  # a let, in parentheses
         return ["(", _Block(inner), ")"]
 
@@ -473,14 +535,14 @@ class _Printer:
         body = yield self.g_scope(self.layout.scopes[fn], fn.body)
         return [f"{prefix}{tparams}({', '.join(params)}) {ret}{{", _Block(body), "}"]
 
-    def g_match(self, match: Match):
+    def g_match(self, match: Match, data: str):
         arms = _Block()
         for clause in match.clauses:
             lhs = self.pattern(clause.lhs)
             rhs = yield self.g_scope(self.layout.scopes[clause], clause.rhs)
             arms.extend((f"{lhs} => {{", _Block(rhs), "},"))
         keyword = "match" if match.complete else "match?"
-        text = [f"{keyword} ({self.ref(match.data)}) {{", arms, "}"]
+        text = [f"{keyword} ({data}) {{", arms, "}"]
         # TVM reads `match` only where a statement may start: elsewhere it needs parentheses.
         return _wrap("(", text, ")") if match in self.layout.wrapped else text
 
@@ -502,13 +564,14 @@ class _Printer:
         """Print a scope whose result is ``expr``: its bindings, its lets, then the result."""
         layout = self.layout
         cur = expr
-        while type(cur) is Let and cur not in layout.bound and (
-                cur not in layout.paren or layout.scopes[cur] is scope):
+        # The lets of a chain print flat; a parenthesized let is the chain of its own scope.
+        while type(cur) is Let and (layout.scopes.get(cur) is scope or (
+                cur not in layout.bound and cur not in layout.paren)):
             name = self.binder(cur.var)
-            value = yield from self.g_value(cur.value)
+            value = yield from self.g_value(cur.value, scope)
             scope.lines.append(_wrap(f"let {name} = ", value, ";"))
             cur = cur.body
-        result = yield from self.g_value(cur)
+        result = yield from self.g_value(cur, scope)
         scope.lines.append(result)
         return scope.lines
 
@@ -525,6 +588,8 @@ class _Printer:
 
 
 _SCOPED = (Function, If, Match, Let)
+_FLAT = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
+_REFS = (RefCreate, RefRead, RefWrite)
 
 
 def _operands(node) -> tuple:
