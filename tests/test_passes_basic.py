@@ -205,3 +205,16 @@ def test_anf_round_trip_on_a_deep_chain(deep):
     assert len(lets_of(anf["main"].body)[0]) == DEEP
     back = T.ToGraphNormalForm()(anf)
     assert rg.alpha_equal(back["main"], deep["main"])
+
+
+def test_anf_scope_of_a_node_reached_through_a_sibling_first():
+    # The tuple is used only by the projection %1, which is used both before the if and inside
+    # its branch: the tuple must be bound in the outer scope (found by hypothesis).
+    c0, c1 = rg.var("p0"), rg.var("p1")
+    proj = rg.Tuple([c0, c0])[0]
+    cond = op("less", op("sum", proj), op("sum", c0))
+    f = rg.Function([c0, c1], rg.If(cond, proj, op("tanh", c0)))
+    anf = to_a_normal_form(f)
+    binds, _ = lets_of(anf.body)
+    assert isinstance(binds[0][1], rg.Tuple)
+    assert rg.alpha_equal(to_graph_normal_form(anf), f)

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import relaygraph as rg
@@ -86,6 +86,7 @@ def _same(a, b):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mod=programs(), seed=st.integers(0, 2**16))
 def test_pass_preserves_values(name, mod, seed):
+    note(rg.astext(mod))
     rng = np.random.default_rng(seed)
     args = [rng.standard_normal(SHAPE).astype("float32") for _ in mod["main"].params]
     before = rg.evaluate(mod, *args)

@@ -84,16 +84,20 @@ def _edges(node: Expr) -> list[tuple[Expr, int | None]]:
 
 
 def _post_order(root: Expr) -> list[Expr]:
-    order, seen, stack = [], {root}, [(root, False)]
+    # A node is marked when it is expanded, not when it is pushed: a node pushed by one parent
+    # may be reached first through a sibling, and must then finish before that sibling.
+    order, seen, stack = [], set(), [(root, False)]
     while stack:
         node, done = stack.pop()
         if done:
             order.append(node)
             continue
+        if node in seen:
+            continue
+        seen.add(node)
         stack.append((node, True))
         for child, _ in reversed(_edges(node)):
             if child not in seen:
-                seen.add(child)
                 stack.append((child, False))
     return order
 

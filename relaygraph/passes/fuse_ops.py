@@ -93,6 +93,8 @@ class _Graph:
                     stack.append((child, False))
 
     def update(self, expr: Expr, parent: _GNode | None, pattern: PatternKind) -> None:
+        if _per_use_constant(expr):
+            return
         node = self.map.get(expr)
         if node is None:
             node = self.map[expr] = _GNode()
@@ -166,6 +168,8 @@ class _Graph:
 
     def finish(self, e: Expr) -> None:
         """Give ``e`` its place in post-DFS order (functions and ops have none, as in TVM)."""
+        if _per_use_constant(e):
+            return  # handled per use by the mutator, like TVM's one constant node per use
         if isinstance(e, (Function, Op)) or not isinstance(e, (Var, Constant, Call, Tuple,
                                                                TupleGetItem, Let, If, Match,
                                                                RefCreate, RefRead, RefWrite)):
@@ -174,8 +178,21 @@ class _Graph:
         node.ref = e
         node.index = len(self.order)
         self.order.append(node)
-        if isinstance(e, Constant):
-            node.pattern = ELEMWISE if e.shape == () and e.dtype in _SIMPLE_CONST else OPAQUE
+        # Non-scalar constants are opaque: never fused, passed to groups as parameters.
+
+
+def _per_use_constant(e: Expr) -> bool:
+    """Scalar constants of simple dtypes: TVM has one node per use and fuses each into its
+    consumer; interning shares them, so they are kept out of the graph and decided per use."""
+    return isinstance(e, Constant) and e.shape == () and e.dtype in _SIMPLE_CONST
+
+
+def _inline_constant_into(consumer: Call, arg: Expr) -> bool:
+    # TVM fuses an elementwise node into its only consumer when the edge pattern is at most
+    # injective or a reduction (a conv2d/dense argument or an opaque op keeps it a parameter).
+    opdef = lookup(consumer.op.name)
+    pattern = PatternKind(opdef.pattern) if opdef is not None else OPAQUE
+    return pattern <= INJECTIVE or pattern == COMM_REDUCE
 
 
 class _DomNode:
@@ -358,10 +375,12 @@ class _FuseMutator(ExprMutator):
         g = self.gmap.get(expr)
         return g.root() if g is not None else None
 
-    def _args(self, originals, news, group: _Group) -> tuple:
+    def _args(self, originals, news, group: _Group, consumer: Expr | None = None) -> tuple:
         out = []
         for orig, new in zip(originals, news):
-            if self._group(orig) is group:
+            if self._group(orig) is group or (
+                    isinstance(consumer, Call) and _per_use_constant(orig)
+                    and _inline_constant_into(consumer, orig)):
                 out.append(new)
                 continue
             slots = self.params.setdefault(group, [])
@@ -391,7 +410,8 @@ class _FuseMutator(ExprMutator):
         group = self._group(pre)
         if group is None:
             return post
-        new = Call(post.op, self._args(pre.args, post.args, group), post.attrs, post.type_args)
+        new = Call(post.op, self._args(pre.args, post.args, group, pre), post.attrs,
+                   post.type_args)
         if group.root_ref is pre:
             return self._function(group, _type(pre), new)
         return new
