@@ -1,0 +1,264 @@
+"""Printing Relay text with TVM's rules, and reading it back."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import relaygraph as rg
+from relaygraph.ir import (
+    Call,
+    Function,
+    GlobalVar,
+    If,
+    IRModule,
+    Let,
+    Op,
+    RefCreate,
+    RefRead,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    Var,
+    const,
+)
+from relaygraph.text import astext, parse, parse_expr
+
+HEADER = '#[version = "0.0.5"]\n'
+F32 = TensorType((), "float32")
+
+
+def body(text: str) -> str:
+    """The printed text without the version header."""
+    assert text.startswith(HEADER)
+    return text[len(HEADER):]
+
+
+def op(name, *args, **attrs):
+    return rg.op.make_call(name, *args, **attrs)
+
+
+def roundtrip(e):
+    back = parse_expr(astext(e))
+    assert rg.alpha_equal(back, e, map_free_vars=True)
+    return back
+
+
+def test_shared_nodes_and_non_atomic_arguments_are_bound_once():
+    x = Var("x", F32)
+    e = op("exp", x)
+    out = Function([x], op("add", e, op("multiply", e, e)))
+    assert body(astext(out)) == (
+        "fn (%x: float32) {\n"
+        "  %0 = exp(%x);\n"
+        "  %1 = multiply(%0, %0);\n"
+        "  add(%0, %1)\n"
+        "}")
+    roundtrip(out)
+
+
+def test_atoms_stay_inline():
+    x = Var("x", F32)
+    f = Function([x], op("add", x, const(1.5)))
+    assert body(astext(f)) == "fn (%x: float32) {\n  add(%x, 1.5f)\n}"
+
+
+def test_bindings_go_to_the_innermost_scope_that_holds_all_uses():
+    c, x = Var("c", TensorType((), "bool")), Var("x", F32)
+    only_then = op("exp", x)
+    both = op("log", x)
+    f = Function([c, x], If(c, op("add", only_then, both), op("negative", both)))
+    assert body(astext(f)) == (
+        "fn (%c: bool, %x: float32) {\n"
+        "  %1 = log(%x);\n"
+        "  if (%c) {\n"
+        "    %0 = exp(%x);\n"
+        "    add(%0, %1)\n"
+        "  } else {\n"
+        "    negative(%1)\n"
+        "  }\n"
+        "}")
+    roundtrip(f)
+
+
+def test_lets_print_flat_with_annotations():
+    x, y = Var("x", F32), Var("y")
+    e = Let(x, const(1.0), Let(y, op("add", x, x), y))
+    assert body(astext(e)) == "let %x: float32 = 1f;\nlet %y = add(%x, %x);\n%y"
+    roundtrip(e)
+
+
+def test_a_shared_let_prints_in_parentheses():
+    t = Var("t", F32)
+    inner = Let(t, const(2.0), op("multiply", t, t))
+    e = op("add", inner, inner)
+    assert body(astext(e)) == "%0 = (\n  let %t: float32 = 2f;\n  multiply(%t, %t)\n);\nadd(%0, %0)"
+    roundtrip(e)
+
+
+def test_only_non_default_attributes_print_in_the_ops_order():
+    x = Var("x", TensorType((1, 3, 8, 8), "float32"))
+    w = Var("w", TensorType((8, 3, 3, 3), "float32"))
+    call = op("nn.conv2d", x, w, kernel_size=(3, 3), channels=8, padding=(1, 1), strides=(1, 1))
+    assert body(astext(call)).endswith(
+        "nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3])")
+    # attributes equal to the defaults print nothing, even when stored
+    plain = Call(Op("nn.conv2d"), (x, w), {"strides": (1, 1), "groups": 1})
+    assert body(astext(plain)).endswith("nn.conv2d(%x, %w)")
+    bn = op("nn.batch_norm", x, *[Var(n, TensorType((3,), "float32")) for n in "abcd"],
+            epsilon=2e-05, scale=False, center=True)
+    assert "epsilon=2e-05f, scale=False)" in astext(bn)
+
+
+@pytest.mark.parametrize("value, dtype, text", [
+    (1, "int32", "1"), (-3, "int32", "-3"), (3, "int64", "3i64"), (7, "int16", "7i16"),
+    (1.0, "float32", "1f"), (0.1, "float32", "0.1f"), (1e-05, "float32", "1e-05f"),
+    (1 / 3, "float32", "0.33333334f"), (2.5, "float16", "2.5f16"), (0.1, "float64", "0.1f64"),
+    (1 / 3, "float64", "0.3333333333333333f64"), (np.inf, "float32", "inff"),
+    (-np.inf, "float32", "-inff"), (True, "bool", "True"), (False, "bool", "False"),
+    (-0.0, "float32", "-0f"),
+])
+def test_scalar_constants_print_as_literals_that_read_back_exactly(value, dtype, text):
+    c = const(value, dtype)
+    assert body(astext(c)) == text
+    back = parse_expr(astext(c))
+    assert back is c
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(6, dtype="float32").reshape(2, 3), np.array([1, -2, 3], dtype="int8"),
+    np.array([[True, False]]), np.arange(4, dtype="uint16"), np.array(5, dtype="uint8"),
+    np.array(np.nan, dtype="float32"), np.array(np.inf, dtype="float64"),
+    np.linspace(0, 1, 7, dtype="float16"), np.zeros((0, 3), dtype="float64"),
+])
+def test_tensor_constants_go_to_the_metadata_section_exactly(array):
+    c = rg.ir.Constant(array)
+    text = astext(Tuple([c, c]))
+    assert "meta[relay.Constant][0]" in text and "meta[relay.Constant][1]" not in text
+    assert "\n#[metadata]\n" in text
+    back = parse_expr(text)
+    assert back.fields[0] is c and back.fields[1] is c
+    assert back.fields[0].data.dtype == array.dtype
+    assert back.fields[0].data.tobytes() == array.tobytes()
+
+
+def test_variable_names_are_made_unique_like_tvm():
+    a, b, c = Var("x"), Var("x"), Var("x1")
+    f = Function([a, b, c], Tuple([a, b, c]))
+    assert body(astext(f)).startswith("fn (%x, %x1, %x11) {")
+    odd = Function([Var(""), Var("0a"), Var("a-b.c")], Tuple([]))
+    assert body(astext(odd)).startswith("fn (%v, %v0a, %a_b_c) {")
+    roundtrip(f)
+
+
+def test_module_items_are_sorted_types_first():
+    mod = parse(HEADER + """
+def @zeta() -> int32 { 1 }
+type B { Bx }
+def @alpha() -> int32 { 2 }
+type A { Ax }
+""")
+    text = astext(mod)
+    assert [line.split("(")[0].split("{")[0].strip() for line in text.splitlines()
+            if line.startswith(("def", "type"))] == ["type A", "type B", "def @alpha", "def @zeta"]
+    assert text.endswith("}\n") and "}\n\ndef @zeta" in text
+
+
+def test_tuples_projection_and_refs():
+    x = Var("x", F32)
+    t = Tuple([x])
+    e = Function([x], Tuple([TupleGetItem(t, 0), Tuple([]), RefCreate(x)]))
+    assert body(astext(e)) == (
+        "fn (%x: float32) {\n"
+        "  %0 = (%x,);\n"
+        "  %1 = %0.0;\n"
+        "  %2 = ();\n"
+        "  %3 = ref(%x);\n"
+        "  (%1, %2, %3)\n"
+        "}")
+
+
+def test_each_read_of_a_reference_is_its_own_binding():
+    r = Var("r")
+    read = RefRead(r)
+    e = Function([r], Tuple([read, op("add", read, read)]))
+    text = body(astext(e))
+    assert text.count("ref_read(%r)") == 3
+    roundtrip(e)
+
+
+def test_free_variables_are_declared():
+    x = Var("x", TensorType((3,), "float32"))
+    assert body(astext(op("exp", x))) == "free_var %x: Tensor[(3), float32];\nexp(%x)"
+
+
+def test_show_types_adds_type_comments_after_inference():
+    mod = parse(HEADER + "def @main(%x: Tensor[(2, 3), float32]) {\n  %0 = exp(%x);\n  add(%0, %0)\n}\n")
+    typed = rg.infer_type(mod)
+    assert astext(typed, show_types=True) == HEADER + (
+        "def @main(%x: Tensor[(2, 3), float32] /* ty=Tensor[(2, 3), float32] */) "
+        "-> Tensor[(2, 3), float32] {\n"
+        "  %0 = exp(%x) /* ty=Tensor[(2, 3), float32] */;\n"
+        "  add(%0, %0) /* ty=Tensor[(2, 3), float32] */\n"
+        "}\n")
+    assert "/*" not in astext(typed)
+
+
+def test_types_and_type_data_print_alone():
+    assert astext(TensorType((1, 3), "float32")) == "Tensor[(1, 3), float32]"
+    mod = parse(HEADER + "type L[A] { C(A, L[A]), N }")
+    assert astext(mod.get_type("L")) == HEADER + "type L[A] {\n  C(A, L[A]),\n  N,\n}\n"
+    with pytest.raises(TypeError, match="expected an IRModule, an Expr or a Type"):
+        astext(42)
+
+
+def test_modules_print_every_function():
+    x = Var("x", F32)
+    mod = IRModule()
+    mod.add("f", Function([x], op("negative", x)))
+    f = mod.get_global_var("f")
+    y = Var("y", F32)
+    mod.add("main", Function([y], Call(f, (y,))))
+    text = astext(mod)
+    assert "def @f(%x: float32) {\n  negative(%x)\n}\n\ndef @main(%y: float32) {\n  @f(%y)\n}\n" in text
+    assert rg.alpha_equal(parse(text), mod)
+    assert isinstance(f, GlobalVar)
+
+
+def test_no_recursion_on_depth():
+    """Parsing and printing walk explicit stacks: a tiny recursion limit does not matter."""
+    n = 3000
+    graph = HEADER + "def @main(%x: float32) {\n" + "".join(
+        f"  %{i} = negative(%{i - 1 if i else 'x'});\n" for i in range(n)) + \
+        f"  negative(%{n - 1})\n}}\n"
+    lets = HEADER + "def @main(%x: float32) {\n" + "".join(
+        f"  let %v{i} = negative(%{'v' + str(i - 1) if i else 'x'});\n" for i in range(n)) + \
+        f"  %v{n - 1}\n}}\n"
+    nested = "free_var %c: bool; " + "if (%c) { 1 } else { " * 300 + "0" + " }" * 300
+    calls = "free_var %x: float32; " + "negative(" * n + "%x" + ")" * n
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        g, lt = parse(graph), parse(lets)
+        ifs, deep = parse_expr(nested), parse_expr(calls)
+        texts = [astext(g), astext(lt), astext(ifs), astext(deep)]
+    finally:
+        sys.setrecursionlimit(limit)
+    assert texts[0] == graph and texts[1] == lets
+    assert rg.alpha_equal(parse_expr(texts[2]), ifs, map_free_vars=True)
+    assert texts[3].count("negative(") == n
+
+
+@pytest.mark.slow
+def test_hundred_thousand_deep_chains():
+    n = 100_000
+    graph = HEADER + "def @main(%x: float32) {\n" + "".join(
+        f"  %{i} = negative(%{i - 1});\n" if i else "  %0 = negative(%x);\n" for i in range(n)) + \
+        f"  negative(%{n - 1})\n}}\n"
+    assert astext(parse(graph)) == graph
+    lets = HEADER + "def @main(%x: float32) {\n" + "".join(
+        f"  let %v{i} = negative(%{'v' + str(i - 1) if i else 'x'});\n" for i in range(n)) + \
+        f"  %v{n - 1}\n}}\n"
+    assert astext(parse(lets)) == lets
+    calls = "free_var %x: float32; " + "negative(" * n + "%x" + ")" * n
+    assert astext(parse_expr(calls)).count("negative(") == n
