@@ -256,7 +256,8 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
             message = "time limit reached"
             break
         rounds += 1
-        x, solved, bound, message = solve(model, _start_vector(graph, pruned, model, best), remaining, rel_gap)
+        start = _start_vector(graph, pruned, model, best)
+        x, solved, bound, message = solve(model, start, remaining, rel_gap)
         lower = max(lower, bound * scale)  # each relaxed program bounds the acyclic optimum
         found = None if x is None else _choice_from_point(graph, pruned, model, x)
         if found is None:
@@ -288,7 +289,8 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
                               "lower_bound": lower})
 
 
-def _choice_from_point(graph: ExtractionGraph, p: Pruned, model: _Model, x: np.ndarray) -> dict[int, int] | None:
+def _choice_from_point(graph: ExtractionGraph, p: Pruned, model: _Model,
+                       x: np.ndarray) -> dict[int, int] | None:
     """The chosen nodes of the classes the roots need (None if the point misses one)."""
     picked: dict[int, int] = {}
     for k in p.classes:

@@ -1,0 +1,325 @@
+"""Cost models for extraction: plain functions ``cost(op, attrs, arg_types, out_type) -> float``.
+
+``op`` is a Relay operator name (``nn.conv2d``), a fused group (a name starting ``fused.``)
+or anything else an e-graph holds (variables, constants, tuples, literals), which is free for
+every model but ``node_count``. ``attrs`` is a mapping (a Call's ``Attrs`` or a dict),
+``arg_types`` the argument types and ``out_type`` the result type (``relaygraph.ir`` types).
+
+- ``node_count``: 1 per node.
+- ``flops``: the op record's FLOPs.
+- ``bytes``: bytes read and written (the op record's figure, else inputs + output).
+- ``latency``: per kernel ``max(flops / peak, bytes / bandwidth) + launch`` on a ``Machine``.
+  A fused group pays one launch and only its external traffic (its inputs and output).
+- ``measured``: numpy time of the op's kernel on random inputs of that signature, measured once
+  and cached on disk (``$XDG_CACHE_HOME/relaygraph`` or ``~/.cache/relaygraph``).
+
+A fused group ``fused.<name>`` lists its member calls in ``attrs["fused_ops"]`` as
+``(op, attrs, arg_types, out_type)`` tuples, innermost first; its own ``arg_types`` and
+``out_type`` are the group's external inputs and output. Symbolic dimensions count as
+``Machine.symbolic_dim``; a ``?`` dimension has no cost and raises CostModelError.
+
+To cost an extraction e-graph, ``apply_cost(graph, model, describe)`` calls
+``describe(graph, node) -> NodeInfo`` for every node. The default, ``describe_from_json``,
+reads what a Relay bridge writes into the extraction-gym document (see its docstring).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import RelayError
+from ..ir.types import Any as AnyDim
+from ..ir.types import TensorType, TupleType, Type, format_type
+
+__all__ = [
+    "CostModelError", "Machine", "DEFAULT_MACHINE", "NodeInfo", "node_count", "flops", "bytes",
+    "latency", "make_latency", "measured", "MeasuredCost", "apply_cost", "describe_from_json",
+    "COST_MODELS", "cache_dir",
+]
+
+CostFn = Callable[[str, Mapping, Sequence[Type], Any], float]
+_DTYPE_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2,
+                "bfloat16": 2, "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8,
+                "float64": 8}
+
+
+class CostModelError(RelayError):
+    """A cost that cannot be computed: unknown dims, missing fused members, missing types."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The figures of the latency model (defaults: a modest GPU-like device)."""
+
+    peak_flops: float = 10e12  # FLOP/s
+    bandwidth: float = 500e9  # bytes/s
+    launch: float = 5e-6  # seconds per kernel launch
+    symbolic_dim: int = 1  # the size a symbolic dimension counts as
+
+
+DEFAULT_MACHINE = Machine()
+
+
+def _is_fused(op: str) -> bool:
+    return op.startswith("fused.")
+
+
+def _lookup(op: str):
+    from ..ops import lookup
+
+    return lookup(op)
+
+
+def _number(value, op: str, what: str, machine: Machine) -> float:
+    free = getattr(value, "free_symbols", None)
+    if free:
+        value = value.subs({s: machine.symbolic_dim for s in free})
+    out = float(value)
+    if math.isnan(out):
+        raise CostModelError(f"{what} of {op} is unknown: its types have a '?' dimension")
+    return out
+
+
+def _type_bytes(t, machine: Machine) -> float:
+    if isinstance(t, TupleType):
+        return math.fsum(_type_bytes(f, machine) for f in t.fields)
+    if not isinstance(t, TensorType):
+        return 0.0
+    count = 1
+    for d in t.shape:
+        if d is AnyDim:
+            raise CostModelError(f"bytes of {format_type(t)} are unknown: it has a '?' dimension")
+        count *= d if isinstance(d, int) else _number(d, format_type(t), "size", machine)
+    return float(count) * _DTYPE_BYTES.get(t.dtype, 4)
+
+
+def _members(op: str, attrs: Mapping) -> list[tuple]:
+    members = attrs.get("fused_ops") if attrs else None
+    if not members:
+        raise CostModelError(f"fused op {op} must list its member calls in attrs['fused_ops']")
+    return [tuple(m) for m in members]
+
+
+def node_count(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
+    """Every node costs 1."""
+    return 1.0
+
+
+def _flops(op, attrs, arg_types, out_type, machine: Machine) -> float:
+    if _is_fused(op):
+        return math.fsum(_flops(*m, machine) for m in _members(op, attrs))
+    opdef = _lookup(op)
+    if opdef is None:
+        return 0.0
+    return _number(opdef.flops(list(arg_types), out_type, attrs or {}), op, "FLOPs", machine)
+
+
+def _bytes(op, attrs, arg_types, out_type, machine: Machine) -> float:
+    if not _is_fused(op):
+        opdef = _lookup(op)
+        if opdef is None:
+            return 0.0
+        if opdef.bytes is not None:
+            return _number(opdef.bytes(list(arg_types), out_type, attrs or {}), op, "bytes", machine)
+    # A fused group moves only its external inputs and output; the rest stays on chip.
+    return math.fsum(_type_bytes(t, machine) for t in arg_types) + _type_bytes(out_type, machine)
+
+
+def flops(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
+    """Floating-point operations of one call (a fused group: the sum of its members)."""
+    return _flops(op, attrs, arg_types, out_type, DEFAULT_MACHINE)
+
+
+def bytes(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:  # noqa: A001
+    """Bytes read and written by one call (a fused group: its external traffic only)."""
+    return _bytes(op, attrs, arg_types, out_type, DEFAULT_MACHINE)
+
+
+def make_latency(machine: Machine = DEFAULT_MACHINE) -> CostFn:
+    """The latency model for ``machine``: a roofline time per kernel plus a launch overhead."""
+
+    def latency_on(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
+        if not _is_fused(op) and _lookup(op) is None:
+            return 0.0  # not a kernel: variables, constants, tuples
+        work = _flops(op, attrs, arg_types, out_type, machine) / machine.peak_flops
+        traffic = _bytes(op, attrs, arg_types, out_type, machine) / machine.bandwidth
+        return max(work, traffic) + machine.launch
+
+    latency_on.__doc__ = f"Latency in seconds on {machine}."
+    return latency_on
+
+
+latency = make_latency()
+latency.__name__ = "latency"
+
+
+def cache_dir() -> str:
+    """Where measured costs are cached: ``$XDG_CACHE_HOME/relaygraph`` or ``~/.cache/relaygraph``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "relaygraph")
+
+
+def _attr_key(value) -> Any:
+    if isinstance(value, (builtins.bytes, str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_attr_key(v) for v in value]
+    return str(value)
+
+
+class MeasuredCost:
+    """Seconds of numpy time per op signature, measured once and cached as JSON on disk."""
+
+    def __init__(self, path: str | None = None, repeats: int = 5, min_seconds: float = 2e-3,
+                 seed: int = 0) -> None:
+        self.path = path or os.path.join(cache_dir(), "measured_costs.json")
+        self.repeats = repeats
+        self.min_seconds = min_seconds
+        self.seed = seed
+        self._table: dict[str, float] | None = None
+
+    def key(self, op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> str:
+        """The cache key: op, argument and result types, and attributes."""
+        items = sorted((k, _attr_key(v)) for k, v in dict(attrs or {}).items())
+        return json.dumps([op, [format_type(t) for t in arg_types],
+                           format_type(out_type) if out_type is not None else None, items])
+
+    def _load(self) -> dict[str, float]:
+        if self._table is None:
+            try:
+                with open(self.path) as f:
+                    self._table = {k: float(v) for k, v in json.load(f).items()}
+            except (OSError, ValueError, AttributeError):
+                self._table = {}  # no cache yet, or an unreadable one: measure again
+        return self._table
+
+    def _save(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self._table, f, indent=0, sort_keys=True)
+        os.replace(tmp, self.path)  # atomic: concurrent writers never leave half a file
+
+    def __call__(self, op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
+        if _is_fused(op):  # numpy runs a group's members one after another
+            return math.fsum(self(*m) for m in _members(op, attrs))
+        opdef = _lookup(op)
+        if opdef is None:
+            return 0.0
+        table = self._load()
+        key = self.key(op, attrs, arg_types, out_type)
+        if key not in table:
+            table[key] = self._measure(opdef, attrs, arg_types)
+            self._save()
+        return table[key]
+
+    def _measure(self, opdef, attrs, arg_types) -> float:
+        from ..ops.domains import random_inputs
+
+        try:
+            args = random_inputs(opdef, list(arg_types), attrs or {}, rng=self.seed)
+        except RelayError as exc:
+            raise CostModelError(f"cannot measure {opdef.name}: {exc}") from None
+        kernel = opdef.kernel
+        kernel(args, attrs or {})  # warm-up, and find how many runs fill min_seconds
+        start = time.perf_counter()
+        kernel(args, attrs or {})
+        once = max(time.perf_counter() - start, 1e-7)
+        loops = max(1, int(self.min_seconds / once))
+        best = math.inf
+        for _ in range(self.repeats):
+            start = time.perf_counter()
+            for _ in range(loops):
+                kernel(args, attrs or {})
+            best = min(best, (time.perf_counter() - start) / loops)
+        return best
+
+
+_MEASURED = MeasuredCost()
+
+
+def measured(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
+    """Seconds of numpy time for one call, from the on-disk cache or measured now."""
+    return _MEASURED(op, attrs, arg_types, out_type)
+
+
+COST_MODELS: dict[str, CostFn] = {"node-count": node_count, "flops": flops, "bytes": bytes,
+                                  "latency": latency, "measured": measured}
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What a cost model needs to know about one e-node."""
+
+    op: str
+    attrs: Mapping
+    arg_types: tuple
+    out_type: Any
+
+
+def _type_from_json(data: Any, where: str) -> Type | None:
+    if data is None:
+        return None
+    if isinstance(data, dict) and "tuple" in data:
+        return TupleType([_type_from_json(f, where) for f in data["tuple"]])
+    if not isinstance(data, dict) or "shape" not in data:
+        raise CostModelError(f"{where}: a tensor type is {{'shape': [...], 'dtype': ...}}, got {data!r}")
+    dims = []
+    for d in data["shape"]:
+        if d == "?":
+            dims.append(AnyDim)
+        elif isinstance(d, str):
+            from ..ty.dims import parse_dim
+
+            dims.append(parse_dim(d))
+        else:
+            dims.append(int(d))
+    return TensorType(tuple(dims), data.get("dtype", "float32"))
+
+
+def describe_from_json(graph, node: int) -> NodeInfo:
+    """A node as a Relay bridge writes it into the extraction-gym document.
+
+    The node's ``op`` is the operator name; an optional node field ``"attrs"`` holds its
+    attributes (a JSON object; a fused group's ``fused_ops`` members as
+    ``[op, attrs, [arg types], out type]`` lists); ``class_data[class]["tensor"]`` is the class's
+    type as ``{"shape": [1, 3, "n", "?"], "dtype": "float32"}`` or ``{"tuple": [...]}``.
+    Argument types are the types of the node's child classes.
+    """
+    data = graph.class_data
+
+    def class_type(k: int):
+        entry = data.get(graph.class_ids[k]) or {}
+        return _type_from_json(entry.get("tensor"), f"{graph.name}: e-class {graph.class_ids[k]}")
+
+    attrs = dict((graph.node_data.get(node) or {}).get("attrs") or {})
+    if "fused_ops" in attrs:
+        attrs["fused_ops"] = [(m[0], m[1], tuple(_type_from_json(t, graph.name) for t in m[2]),
+                               _type_from_json(m[3], graph.name)) for m in attrs["fused_ops"]]
+    arg_types = tuple(class_type(k) for k in graph.child_classes[node])
+    return NodeInfo(graph.ops[node], attrs, arg_types, class_type(graph.classes[node]))
+
+
+def apply_cost(graph, model: CostFn | str, describe: Callable[[Any, int], NodeInfo] = describe_from_json):
+    """The e-graph with each node's cost replaced by ``model`` (a function or a COST_MODELS name)."""
+    if isinstance(model, str):
+        try:
+            model = COST_MODELS[model]
+        except KeyError:
+            raise CostModelError(f"unknown cost model {model!r}; known: {', '.join(COST_MODELS)}") from None
+    costs = []
+    for node in range(graph.num_nodes):
+        info = describe(graph, node)
+        needs_types = _is_fused(info.op) or _lookup(info.op) is not None
+        if needs_types and model is not node_count and info.out_type is None:
+            raise CostModelError(f"{graph.name}: node {graph.node_ids[node]!r} ({info.op}) has no type; "
+                                 f"cost models other than node-count need class_data types")
+        costs.append(model(info.op, info.attrs, info.arg_types, info.out_type))
+    return graph.with_costs(costs)
