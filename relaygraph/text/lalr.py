@@ -140,9 +140,9 @@ def run(source: Source, start: str, handlers: dict[str, Callable]) -> object:
     stack: list[int] = []  # the states below the current one
     values: list = []
     positions: list[int] = []
-    length = len(text)
+    length = len(text.rstrip())
     for m in itertools.chain(g.token_re.finditer(text), (None,)):
-        if m is None:
+        if m is None:  # the end, placed just after the last token for diagnostics
             kind, value, pos = "$END", "", length
         else:
             group = m.lastindex
@@ -203,11 +203,12 @@ def _wrapped(source: Source, exc: Exception, pos: int) -> ParseError:
 def _syntax_error(source: Source, g: Grammar, state: int, kind: str, value: str,
                   pos: int) -> ParseError:
     expected = sorted({g.describe(t) for t in g.states[state] if t.isupper() or t == "$END"})
-    found = "the end of the text" if kind == "$END" else f"`{value}`"
     if len(expected) > 8:
         hint = ""
     elif len(expected) == 1:
         hint = f"; expected {expected[0]}"
     else:
         hint = f"; expected one of {', '.join(expected)}"
-    return source.error(f"syntax error: unexpected {found}{hint}", pos)
+    if kind == "$END":
+        return source.error(f"syntax error: the text ends early{hint}", pos)
+    return source.error(f"syntax error: unexpected `{value}`{hint}", pos)
