@@ -69,14 +69,20 @@ def main() -> None:
     print(f"{'pass':<24}{'us/node @10k':>14}{'us/node @100k':>15}{'ratio':>8}")
     worst = 0.0
     for name, (prep, p) in CASES.items():
-        per_node = []
+        inputs, counts = [], []
         for n in (small, large):
             mod = mods[n]
             with T.PassContext(opt_level=3):
                 for q in prep:
                     mod = q(mod)
-            count = rg.node_count(mod["main"])
-            per_node.append(min(timed(p, mod) for _ in range(2)) / count * 1e6)
+            inputs.append(mod)
+            counts.append(rg.node_count(mod["main"]))
+        # Interleave the sizes and keep the best of three, so background load hits both alike.
+        best = [float("inf"), float("inf")]
+        for _ in range(3):
+            for i in (0, 1):
+                best[i] = min(best[i], timed(p, inputs[i]))
+        per_node = [best[i] / counts[i] * 1e6 for i in (0, 1)]
         ratio = per_node[1] / per_node[0]
         worst = max(worst, ratio)
         print(f"{name:<24}{per_node[0]:>14.2f}{per_node[1]:>15.2f}{ratio:>8.2f}")

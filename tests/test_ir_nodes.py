@@ -142,3 +142,17 @@ def test_diagnostics_show_line_and_caret():
     err = ParseError("unbound variable %y", Span("m.relay", 2, 11))
     assert str(err) == "m.relay:2:11: error: unbound variable %y\n    add(%x, %y)\n  " + " " * 10 + "^"
     assert str(ParseError("no position")) == "error: no position"
+
+
+def test_paused_gc_is_reentrant_and_restores_state():
+    import gc
+
+    from relaygraph.ir import node
+
+    assert gc.isenabled()
+    with node.paused_gc():
+        assert not gc.isenabled()
+        with node.paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import RelayError
 from ..ir.expr import Function
 from ..ir.module import IRModule
+from ..ir.node import paused_gc
 
 __all__ = [
     "PassInfo", "PassContext", "Pass", "ModulePass", "FunctionPass", "Sequential", "module_pass",
@@ -190,7 +191,8 @@ class Pass:
         ctx = PassContext.current()
         if not ctx._before(mod, self.info):
             return mod
-        out = self.transform(mod.copy(), ctx)
+        with paused_gc():
+            out = self.transform(mod.copy(), ctx)
         if not isinstance(out, IRModule):
             raise PassError(f"pass {self.info.name} returned {type(out).__name__}, not an IRModule")
         ctx._after(out, self.info)
