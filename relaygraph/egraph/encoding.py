@@ -1,0 +1,118 @@
+"""How Relay lives in egglog: the one encoding the bridge, the rule compiler and the readers share.
+
+Sorts: ``RExpr`` (expressions) and ``RList`` (argument and tuple lists, a cons list so rules can
+match a fixed number of fields without egglog vector literals).
+
+Constructors (all returning ``RExpr`` unless said):
+
+- ``(RVar key)``: a variable; ``key`` is ``name#uid`` (unique per Var object)
+- ``(RConst key)``: a constant; ``key`` is ``dtype:shape:digest-hex`` (the interning key)
+- ``(RGlobal name)``: a global function
+- ``(RNil)``, ``(RCons e rest)`` -> ``RList``; ``(RTuple list)``; ``(RProj e i)`` (``i: i64``)
+- ``(RLet key value body)``: ``let`` binding the variable ``(RVar key)`` in ``body``
+- ``(RIf c t f)``; ``(RCall callee args)`` for calls of anything that is not an op
+- one constructor per operator, ``r:`` and Relay's op name (``r:add``, ``r:nn.conv2d``; the
+  prefix keeps clear of egglog's own primitives such as ``abs`` and ``max``), taking its
+  inputs (``RExpr``) then one ``String`` per attribute in the op table's order. An attribute
+  value is stored as ``attr_key(value)``: ``repr`` of its canonical Python value (``(1, 1)``,
+  ``'NCHW'``, ``None``, ``1e-05``), so ``1``, ``1.0`` and ``True`` stay distinct.
+
+Functions kept on e-classes (Python fills them between iterations, rules read them):
+
+- ``(ty e)``: the type as Relay text (``format_type``). No merge function: a union of two classes
+  with different types makes egglog refuse with "Illegal merge attempted for function ty".
+- ``(rank e)``, ``(dtype e)``, ``(dim e i)``: for rule side conditions. A symbolic dimension is a
+  negative id (the same symbolic expression always gets the same id), ``?`` is ``-1``.
+- ``(nid k)``: handle ``k`` of an e-class (how Python names classes in later commands).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Iterable
+
+from ..ir.expr import Constant, Var
+from ..ops.registry import OpDef, all_ops
+
+__all__ = [
+    "EXPR", "LIST", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key", "parse_attr_key",
+    "var_key", "const_key", "schema_program", "op_from_constructor",
+]
+
+EXPR, LIST = "RExpr", "RList"
+
+BUILTIN_CONSTRUCTORS = {
+    "RVar": ("String",),
+    "RConst": ("String",),
+    "RGlobal": ("String",),
+    "RTuple": (LIST,),
+    "RProj": (EXPR, "i64"),
+    "RLet": ("String", EXPR, EXPR),
+    "RIf": (EXPR, EXPR, EXPR),
+    "RCall": (EXPR, LIST),
+}
+
+
+OP_PREFIX = "r:"
+
+
+def op_constructor(op: OpDef | str) -> str:
+    """The egglog constructor of an op: ``r:`` and its Relay name."""
+    return OP_PREFIX + (op if isinstance(op, str) else op.name)
+
+
+def op_from_constructor(name: str) -> OpDef | None:
+    """The op a constructor name stands for (None for the built-in constructors)."""
+    if not name.startswith(OP_PREFIX):
+        return None
+    from ..ops.registry import lookup
+
+    return lookup(name[len(OP_PREFIX):])
+
+
+def attr_key(value) -> str:
+    """The egglog String of an attribute value (canonical: see relaygraph.ir.attrs)."""
+    return repr(value)
+
+
+def parse_attr_key(text: str):
+    """The attribute value back from ``attr_key``."""
+    return ast.literal_eval(text)
+
+
+def var_key(var: Var) -> str:
+    """The key of a variable: unique per Var object, readable."""
+    return f"{var.name_hint}#{var.uid}"
+
+
+def const_key(c: Constant) -> str:
+    """The key of a constant: its interning key, as text."""
+    return f"{c.dtype}:{'x'.join(map(str, c.shape))}:{c.digest.hex()}"
+
+
+def _op_decl(op: OpDef) -> str:
+    inputs = [EXPR] * (op.num_inputs or 0) + ["String"] * len(op.attrs)
+    return f"(constructor {op_constructor(op)} ({' '.join(inputs)}) {EXPR})"
+
+
+def schema_program(ops: Iterable[OpDef] | None = None) -> str:
+    """The egglog declarations of the encoding, one command per line."""
+    lines = [f"(sort {EXPR})", f"(sort {LIST})", f"(constructor RNil () {LIST})",
+             f"(constructor RCons ({EXPR} {LIST}) {LIST})"]
+    for name, args in BUILTIN_CONSTRUCTORS.items():
+        lines.append(f"(constructor {name} ({' '.join(args)}) {EXPR})")
+    lines.extend(_op_decl(op) for op in (all_ops() if ops is None else ops))
+    lines += [
+        f"(function ty ({EXPR}) String :no-merge)",
+        f"(function rank ({EXPR}) i64 :no-merge)",
+        f"(function dtype ({EXPR}) String :no-merge)",
+        f"(function dim ({EXPR} i64) i64 :no-merge)",
+        f"(function nid (i64) {EXPR} :merge new)",
+    ]
+    return "\n".join(lines)
+
+
+def schema_digest() -> str:
+    """A short digest of the schema (changes when the op table changes)."""
+    return hashlib.blake2b(schema_program().encode(), digest_size=6).hexdigest()
