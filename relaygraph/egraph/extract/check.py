@@ -66,6 +66,15 @@ class ExtractionResult:
         return "".join(out)
 
 
+def _sum(values) -> float:
+    """An exact float sum that gives inf instead of raising when it overflows."""
+    values = list(values)
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return math.inf
+
+
 def needed_classes(graph: ExtractionGraph, choice: dict[int, int]) -> list[int]:
     """The classes reachable from the roots through chosen nodes, children after parents.
 
@@ -129,7 +138,7 @@ def check(graph: ExtractionGraph, choice: dict[int, int]) -> float:
     if cycle is not None:
         names = " -> ".join(graph.class_ids[k] for k in cycle[:12])
         raise InvalidChoice(f"{graph.name}: the choice has a cycle through e-classes {names}")
-    return math.fsum(graph.costs[choice[k]] for k in order)
+    return _sum(graph.costs[choice[k]] for k in order)
 
 
 def dag_cost(graph: ExtractionGraph, choice: dict[int, int]) -> float:
@@ -144,7 +153,7 @@ def tree_cost(graph: ExtractionGraph, choice: dict[int, int]) -> float:
     """
     check(graph, choice)  # a cycle would make the tree infinite
     value = _tree_values(graph, choice, needed_classes(graph, choice))
-    return math.fsum(value[r] for r in graph.roots)
+    return _sum(value[r] for r in graph.roots)
 
 
 def _tree_values(graph: ExtractionGraph, choice: dict[int, int], order: list[int]) -> dict[int, float]:
@@ -159,7 +168,7 @@ def _tree_values(graph: ExtractionGraph, choice: dict[int, int], order: list[int
                 continue
             kids = graph.child_classes[choice[k]]
             if expanded:
-                value[k] = graph.costs[choice[k]] + math.fsum(value[c] for c in kids)
+                value[k] = _sum([graph.costs[choice[k]], *(value[c] for c in kids)])
                 continue
             stack.append((k, True))
             stack.extend((c, False) for c in kids if c not in value)
@@ -172,6 +181,7 @@ def make_result(extractor: str, graph: ExtractionGraph, choice: dict[int, int], 
     needed = needed_classes(graph, choice)
     trimmed = {k: choice[k] for k in needed}
     cost = check(graph, trimmed)
-    tree = math.fsum(_tree_values(graph, trimmed, needed)[r] for r in graph.roots)
+    values = _tree_values(graph, trimmed, needed)
+    tree = _sum(values[r] for r in graph.roots)
     return ExtractionResult(extractor, graph, trimmed, dag_cost=cost, tree_cost=tree,
                             seconds=seconds, **extra)

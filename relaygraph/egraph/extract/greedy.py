@@ -3,9 +3,9 @@
 The cost of a node is its own cost plus the cost of the union of the classes its children
 need, so a class shared by two children is paid once. Every class keeps the set of classes
 (with costs) of its current best node; sets are persistent tries (see ``pset``) so deep
-e-graphs stay near-linear. A worklist re-evaluates the parents of a class whenever its cost
-improves, until nothing improves. A node whose children already need its own class would close
-a cycle and is skipped.
+e-graphs stay near-linear. Candidates are taken cheapest first from a priority queue, and the
+parents of a class are re-evaluated whenever its cost improves, until nothing improves. A node
+whose children already need its own class would close a cycle and is skipped.
 
 Because a class may improve after a parent used its old set, the assembled choice can still
 contain a cycle (published greedy extractors have failed this way). When it does, the choice is
@@ -20,7 +20,6 @@ import heapq
 import itertools
 import math
 import time
-from collections import deque
 
 from . import pset
 from .check import ExtractionResult, find_cycle, make_result, needed_classes
@@ -45,21 +44,33 @@ def greedy_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
     best_total = [math.inf] * n_classes
     choice: dict[int, int] = {}
     pending = [len(k) for k in kids]
-    queued = bytearray(graph.num_nodes)
-    queue = deque(i for i in range(graph.num_nodes) if not kids[i] and usable[i])
-    for i in queue:
-        queued[i] = 1
+    version = [0] * graph.num_nodes
     union, contains = pset.union, pset.contains
-    while queue:
-        node = queue.popleft()
-        queued[node] = 0
-        k = classes[node]
+    # Candidates are taken cheapest first (as in Dijkstra's algorithm), so a class usually gets
+    # its final node at once instead of improving many times. An entry is stale once its node
+    # was re-evaluated (``version``).
+    heap: list = []
+
+    def evaluate(node: int) -> None:
         s = None
         for c in kids[node]:
             s = union(s, best_set[c], levels)
+        k = classes[node]
         if key_of[k] >= 0 and contains(s, key_of[k], levels):
-            continue  # this node's children already need its class: a cycle
+            return  # this node's children already need its class: a cycle
         value = pset.total(s) + costs[node]
+        if value < best_total[k] - _REL_EPS * best_total[k] or key_of[k] < 0:
+            version[node] += 1
+            heapq.heappush(heap, (value, node, version[node], s))
+
+    for i in range(graph.num_nodes):
+        if not kids[i] and usable[i]:
+            evaluate(i)
+    while heap:
+        value, node, ver, s = heapq.heappop(heap)
+        k = classes[node]
+        if ver != version[node]:
+            continue
         first = key_of[k] < 0
         if not first and not value < best_total[k] - _REL_EPS * best_total[k]:
             continue
@@ -72,9 +83,8 @@ def greedy_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
         for p in parents[k]:
             if first:
                 pending[p] -= 1
-            if pending[p] == 0 and not queued[p] and usable[p]:
-                queued[p] = 1
-                queue.append(p)
+            if pending[p] == 0 and usable[p]:
+                evaluate(p)
     return choice, best_total
 
 
@@ -96,7 +106,7 @@ def realize_acyclic(graph: ExtractionGraph, preferred: dict[int, int],
         if preferred.get(classes[node]) == node:
             heapq.heappush(heap, (0, 0.0, next(order), node))
         else:
-            guess = costs[node] + math.fsum(estimate[c] for c in child_classes[node])
+            guess = costs[node] + sum(estimate[c] for c in child_classes[node])
             heapq.heappush(heap, (1, guess, next(order), node))
 
     for i in range(graph.num_nodes):

@@ -40,7 +40,7 @@ def tree_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
         for p in parents[k]:
             pending[p] -= 1
             if pending[p] == 0 and classes[p] not in choice and graph.usable(p):
-                heapq.heappush(heap, (costs[p] + math.fsum(best[c] for c in child_classes[p]), p))
+                heapq.heappush(heap, (costs[p] + sum(best[c] for c in child_classes[p]), p))
     return choice, best
 
 
