@@ -19,17 +19,22 @@ A fused group ``fused.<name>`` lists its member calls in ``attrs["fused_ops"]`` 
 ``Machine.symbolic_dim``; a ``?`` dimension has no cost and raises CostModelError.
 
 To cost an extraction e-graph, ``apply_cost(graph, model, describe)`` calls
-``describe(graph, node) -> NodeInfo`` for every node. The default, ``describe_from_json``,
-reads what a Relay bridge writes into the extraction-gym document (see its docstring).
+``describe(graph, node) -> NodeInfo`` for every node. Two describers are built in:
+``describe_from_encoding`` reads an e-graph serialized from egglog in relaygraph's Relay
+encoding (``relaygraph.egraph.encoding``: ``r:<op>`` constructors with attribute Strings, types
+in the ``ty`` function), and ``describe_from_json`` reads plain fields of the document (see its
+docstring). ``apply_cost`` picks the first when the e-graph has ``r:`` nodes.
 """
 
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import math
 import os
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +46,7 @@ from ..ir.types import TensorType, TupleType, Type, format_type
 __all__ = [
     "CostModelError", "Machine", "DEFAULT_MACHINE", "NodeInfo", "node_count", "flops", "bytes",
     "latency", "make_latency", "measured", "MeasuredCost", "apply_cost", "describe_from_json",
-    "COST_MODELS", "cache_dir",
+    "COST_MODELS", "cache_dir", "describe_from_encoding",
 ]
 
 CostFn = Callable[[str, Mapping, Sequence[Type], Any], float]
@@ -307,19 +312,94 @@ def describe_from_json(graph, node: int) -> NodeInfo:
     return NodeInfo(graph.ops[node], attrs, arg_types, class_type(graph.classes[node]))
 
 
-def apply_cost(graph, model: CostFn | str, describe: Callable[[Any, int], NodeInfo] = describe_from_json):
-    """The e-graph with each node's cost replaced by ``model`` (a function or a COST_MODELS name)."""
+@functools.lru_cache(maxsize=4096)
+def _parse_type(text: str) -> Type:
+    from ..text import parse_expr
+
+    try:
+        return parse_expr(f"fn (%x: {text}) {{ %x }}").params[0].type_annotation
+    except RelayError as exc:
+        raise CostModelError(f"cannot read the type {text!r}: {exc}") from None
+
+
+def _literal(graph, k: int) -> str | None:
+    """The text of the String literal in class ``k`` (egglog writes it JSON-quoted)."""
+    for n in graph.class_nodes[k]:
+        op = graph.ops[n]
+        if not graph.child_classes[n] and op.startswith('"'):
+            return json.loads(op)
+    return None
+
+
+_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _encoded_types(graph) -> dict[int, str]:
+    """Class -> type text, from the ``ty`` function rows of an encoded e-graph."""
+    types = _TYPES.get(graph)
+    if types is None:
+        types = {}
+        for n, op in enumerate(graph.ops):
+            if op == "ty" and len(graph.child_classes[n]) == 1:
+                text = _literal(graph, graph.classes[n])
+                if text is not None:
+                    types[graph.child_classes[n][0]] = text
+        _TYPES[graph] = types
+    return types
+
+
+def describe_from_encoding(graph, node: int) -> NodeInfo:
+    """A node of an e-graph serialized from egglog in relaygraph's Relay encoding.
+
+    ``r:<op>`` nodes take their expression children as inputs and their String children as the
+    op's attributes in table order; every expression class's type is the ``ty`` function's
+    value for it. Other nodes (variables, constants, lists, literals, ``ty`` rows) cost nothing.
+    """
+    from ..ops import lookup
+    from .encoding import OP_PREFIX, parse_attr_key
+
+    types = _encoded_types(graph)
+    op = graph.ops[node]
+
+    def type_of(k: int):
+        text = types.get(k)
+        return None if text is None else _parse_type(text)
+
+    out_type = type_of(graph.classes[node])
+    if not op.startswith(OP_PREFIX):
+        return NodeInfo(op, {}, (), out_type)
+    name = op[len(OP_PREFIX):]
+    opdef = lookup(name)
+    if opdef is None:
+        raise CostModelError(f"{graph.name}: node {graph.node_ids[node]!r}: unknown operator {name}")
+    kids = graph.child_classes[node]
+    is_text = [k not in types and _literal(graph, k) is not None for k in kids]
+    inputs = [k for k, t in zip(kids, is_text) if not t]
+    texts = [_literal(graph, k) for k, t in zip(kids, is_text) if t]
+    attrs = {a: parse_attr_key(t) for a, t in zip(opdef.attrs, texts)}
+    return NodeInfo(name, attrs, tuple(type_of(k) for k in inputs), out_type)
+
+
+def apply_cost(graph, model: CostFn | str, describe: Callable[[Any, int], NodeInfo] | None = None):
+    """The e-graph with each node's cost replaced by ``model`` (a function or a COST_MODELS name).
+
+    ``describe`` defaults to ``describe_from_encoding`` for e-graphs with ``r:`` nodes and to
+    ``describe_from_json`` otherwise.
+    """
     if isinstance(model, str):
         try:
             model = COST_MODELS[model]
         except KeyError:
             raise CostModelError(f"unknown cost model {model!r}; known: {', '.join(COST_MODELS)}") from None
+    if describe is None:
+        encoded = any(op.startswith("r:") for op in graph.ops)
+        describe = describe_from_encoding if encoded else describe_from_json
     costs = []
     for node in range(graph.num_nodes):
         info = describe(graph, node)
         needs_types = _is_fused(info.op) or _lookup(info.op) is not None
         if needs_types and model is not node_count and info.out_type is None:
             raise CostModelError(f"{graph.name}: node {graph.node_ids[node]!r} ({info.op}) has no type; "
-                                 f"cost models other than node-count need class_data types")
+                                 f"cost models other than node-count need the types of its classes")
         costs.append(model(info.op, info.attrs, info.arg_types, info.out_type))
     return graph.with_costs(costs)
