@@ -203,3 +203,19 @@ def test_lint_clean():
     proc = subprocess.run([ruff, "check", "relaygraph", "tests", "benchmarks"], cwd=root,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_rich_display_draws_small_programs_and_summarises_big_ones():
+    from relaygraph.ir.display import SVG_NODE_LIMIT
+
+    x = rg.var("x", rg.TensorType((2,), "float32"))
+    small = rg.Function([x], rg.Call(rg.Op("exp"), (x,)) + x)
+    page = small._repr_html_()
+    assert "<svg" in page and "exp" in page and "distinct nodes" in page
+    h = x
+    for _ in range(SVG_NODE_LIMIT + 5):
+        h = rg.Call(rg.Op("tanh"), (h,))
+    big = rg.IRModule.from_expr(rg.Function([x], h))
+    page = big._repr_html_()
+    assert "<svg" not in page and f"tanh&nbsp;×{SVG_NODE_LIMIT + 5}" in page
+    assert "def @main" in page

@@ -93,6 +93,11 @@ class Expr(Node):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} #{id(self) & 0xFFFFFF:06x}>"
 
+    def _repr_html_(self) -> str:
+        from .display import repr_html
+
+        return repr_html(self, type(self).__name__, str(self))
+
     # -- sugar: Python operators build Relay calls; == stays identity ---------------------------
     def __add__(self, other):
         return _binary("add", self, other)

@@ -161,3 +161,15 @@ class IRModule:
     def __repr__(self) -> str:
         names = ", ".join("@" + gv.name_hint for gv, _ in self)
         return f"<IRModule {names}>"
+
+    def _repr_html_(self) -> str:
+        from .display import repr_html
+
+        parts = [repr_html(fn, f"@{gv.name_hint}") for gv, fn in self]
+        from ..text import astext
+
+        text = astext(self)
+        import html
+
+        return "".join(parts) + f"<details><summary>Relay text</summary><pre>{html.escape(text)}" \
+            "</pre></details>"
