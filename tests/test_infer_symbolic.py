@@ -112,3 +112,24 @@ def test_dims_helpers():
     assert parse_dim("n") is n and substitute_dim(h * w, {h: 3, w: 4}) == 12
     with pytest.raises(ValueError, match="not a dimension expression"):
         parse_dim("(((")
+
+
+def test_symbolic_text_model():
+    text = """#[version = "0.0.5"]
+def @main(%x: Tensor[(n, 3, h, w), float32], %k: Tensor[(8, 3, 3, 3), float32]) {
+  %0 = nn.conv2d(%x, %k, strides=[2, 2], padding=[1, 1, 1, 1]);
+  %1 = nn.max_pool2d(%0, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0]);
+  nn.batch_flatten(%1)
+}
+"""
+    typed = infer_type(rg.parse(text))
+    out = typed["main"].ret_type
+    assert out.shape[0] == n and out.shape[1].free_symbols == {h, w}
+    conv_h, conv_w = (sympy.floor((d - 1) / 2) + 1 for d in (h, w))
+    pool_h, pool_w = (sympy.floor((d - 2) / 2) + 1 for d in (conv_h, conv_w))
+    assert sympy.expand(out.shape[1] - 8 * pool_h * pool_w) == 0
+    for values in ({n: 1, h: 32, w: 30}, {n: 3, h: 15, w: 9}):
+        concrete = text.replace("(n, 3, h, w)", f"({values[n]}, 3, {values[h]}, {values[w]})")
+        want = infer_type(rg.parse(concrete))["main"].ret_type
+        assert tuple(substitute_dim(d, values) for d in out.shape) == want.shape
+    assert infer_type(rg.parse(rg.astext(typed)))["main"].ret_type == out

@@ -10,7 +10,7 @@ from ..ir.types import TensorType
 from ..ty.dims import dim_add, dim_floordiv, dim_mul, dim_sub, dims_equal, is_known
 from ._base import PatternKind, ShapeError, defop, fmt, numel, tensor_arg
 
-__all__ = ["pad4", "pair", "layout_perm", "conv2d_nchw"]
+__all__ = ["pad4", "pair", "layout_perm", "conv2d_nchw", "to_canonical", "from_canonical"]
 
 F32 = "float32"
 
@@ -66,11 +66,13 @@ def layout_perm(layout: str, canonical: str, what: str) -> str:
     return layout
 
 
-def _to_canonical(arr: np.ndarray, layout: str, canonical: str) -> np.ndarray:
+def to_canonical(arr: np.ndarray, layout: str, canonical: str) -> np.ndarray:
+    """An array in ``layout`` transposed to the ``canonical`` layout (NCHW, OIHW, ...)."""
     return arr if layout == canonical else np.transpose(arr, [layout.index(c) for c in canonical])
 
 
-def _from_canonical(arr: np.ndarray, canonical: str, layout: str) -> np.ndarray:
+def from_canonical(arr: np.ndarray, canonical: str, layout: str) -> np.ndarray:
+    """An array in the ``canonical`` layout transposed to ``layout``."""
     return arr if layout == canonical else np.transpose(arr, [canonical.index(c) for c in layout])
 
 
@@ -160,10 +162,10 @@ def _conv2d_kernel(args, a):
     x, w = args
     dl, kl = a["data_layout"], a["kernel_layout"]
     ol = a["out_layout"] or dl
-    out = conv2d_nchw(_to_canonical(x, dl, "NCHW"), _to_canonical(w, kl, "OIHW"),
+    out = conv2d_nchw(to_canonical(x, dl, "NCHW"), to_canonical(w, kl, "OIHW"),
                       pair(a["strides"], "strides"), pad4(a["padding"]),
                       pair(a["dilation"], "dilation"), a["groups"], a["out_dtype"] or x.dtype)
-    return _from_canonical(out, "NCHW", ol)
+    return from_canonical(out, "NCHW", ol)
 
 
 def _conv2d_flops(arg_types, out_type, a) -> float:
@@ -232,8 +234,8 @@ def _conv2d_transpose_rel(args, a):
 def _conv2d_transpose_kernel(args, a):
     x, w = args
     dl, kl = a["data_layout"], a["kernel_layout"]
-    x = _to_canonical(x, dl, "NCHW")
-    w = _to_canonical(w, kl, "IOHW")
+    x = to_canonical(x, dl, "NCHW")
+    w = to_canonical(w, kl, "IOHW")
     g = a["groups"]
     c, og, kh, kw = w.shape
     (sh, sw), (dh, dw) = pair(a["strides"], "strides"), pair(a["dilation"], "dilation")
@@ -249,7 +251,7 @@ def _conv2d_transpose_kernel(args, a):
     eh, ew = dh * (kh - 1), dw * (kw - 1)
     pads = (eh - pt, ew - pl, eh - pb + oph, ew - pr + opw)
     out = conv2d_nchw(spread, wc, (1, 1), pads, (dh, dw), g, a["out_dtype"] or x.dtype)
-    return _from_canonical(out, "NCHW", a["out_layout"] or dl)
+    return from_canonical(out, "NCHW", a["out_layout"] or dl)
 
 
 def _conv2d_transpose_flops(arg_types, out_type, a) -> float:

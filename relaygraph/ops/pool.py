@@ -9,7 +9,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..ir.types import TensorType
 from ..ty.dims import dim_add, dim_ceildiv, dim_floordiv, dim_mul, dim_round, dim_sub, is_known
 from ._base import REQUIRED, PatternKind, ShapeError, defop, flops_per_input, fmt, numel, tensor_arg
-from .conv import _from_canonical, _to_canonical, layout_perm, normalize_2d, pad4, pair
+from .conv import from_canonical, layout_perm, normalize_2d, pad4, pair, to_canonical
 
 F32 = "float32"
 
@@ -83,15 +83,15 @@ def _lowest(dtype):
 
 def _max_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
-    x = _to_canonical(args[0], layout, "NCHW")
+    x = to_canonical(args[0], layout, "NCHW")
     g = _geometry(*x.shape[2:], a)
     out = _slide(_pad_to(x, g, _lowest(x.dtype)), g).max(axis=(4, 5))
-    return _from_canonical(out.astype(x.dtype, copy=False), "NCHW", out_layout)
+    return from_canonical(out.astype(x.dtype, copy=False), "NCHW", out_layout)
 
 
 def _avg_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
-    x = _to_canonical(args[0], layout, "NCHW")
+    x = to_canonical(args[0], layout, "NCHW")
     h, w = x.shape[2:]
     g = _geometry(h, w, a)
     total = _slide(_pad_to(x.astype("float64"), g, 0.0), g).sum(axis=(4, 5))
@@ -104,7 +104,7 @@ def _avg_pool_kernel(args, a):
     else:
         mask[..., pt:pt + h, pl:pl + w] = 1.0
     count = np.maximum(_slide(mask, g).sum(axis=(4, 5)), 1.0)
-    return _from_canonical((total / count).astype(x.dtype), "NCHW", out_layout)
+    return from_canonical((total / count).astype(x.dtype), "NCHW", out_layout)
 
 
 def _pool_flops(arg_types, out_type, a) -> float:
@@ -184,14 +184,14 @@ def _adaptive_pool(x: np.ndarray, oh: int, ow: int, mode: str) -> np.ndarray:
 def _adaptive_kernel(mode: str, global_pool: bool):
     def kernel(args, a):
         layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
-        x = _to_canonical(args[0], layout, "NCHW")
+        x = to_canonical(args[0], layout, "NCHW")
         h, w = x.shape[2:]
         if global_pool:
             oh, ow = 1, 1
         else:
             size = a["output_size"] or (h, w)
             oh, ow = (size[0], size[0]) if len(size) == 1 else size
-        return _from_canonical(_adaptive_pool(x, oh, ow, mode), "NCHW", out_layout)
+        return from_canonical(_adaptive_pool(x, oh, ow, mode), "NCHW", out_layout)
     return kernel
 
 
@@ -240,7 +240,7 @@ def _source_index(out_n: int, in_n: int, align: bool) -> np.ndarray:
 
 def _upsampling_kernel(args, a):
     layout = a["layout"]
-    x = _to_canonical(args[0], layout, "NCHW")
+    x = to_canonical(args[0], layout, "NCHW")
     h, w = x.shape[2:]
     oh, ow = dim_round(h, a["scale_h"]), dim_round(w, a["scale_w"])
     ys, xs = _source_index(oh, h, a["align_corners"]), _source_index(ow, w, a["align_corners"])
@@ -260,7 +260,7 @@ def _upsampling_kernel(args, a):
         out = (top * (1 - fy) + bot * fy).astype(x.dtype)
     else:
         raise NotImplementedError("nn.upsampling with method='bicubic' has no kernel yet")
-    return _from_canonical(np.ascontiguousarray(out), "NCHW", layout)
+    return from_canonical(np.ascontiguousarray(out), "NCHW", layout)
 
 
 defop("nn.upsampling", 1, {"scale_h": REQUIRED, "scale_w": REQUIRED, "layout": "NCHW",

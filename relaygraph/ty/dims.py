@@ -39,7 +39,19 @@ def simplify_dim(d):
     d = sympy.sympify(d)
     if d.is_Integer:
         return int(d)
-    d = sympy.simplify(d)
+    d = _simplified(d)
+    return int(d) if d.is_Integer else d
+
+
+@functools.lru_cache(maxsize=4096)
+def _simplified(expr: sympy.Basic) -> sympy.Basic:
+    # sympy.simplify is thorough but slow; models repeat the same expressions layer after layer
+    return sympy.simplify(expr)
+
+
+def _canon(d):
+    """The result of dimension arithmetic: sympy's automatic canonical form (cheap), as an int
+    when it is a constant."""
     if d.is_Integer:
         return int(d)
     return d
@@ -65,7 +77,7 @@ def _binary(a, b, int_op, sym_op):
         return int_op(a, b)
     if a is Any or b is Any:
         return Any
-    return simplify_dim(sym_op(sympy.sympify(a), sympy.sympify(b)))
+    return _canon(sym_op(sympy.sympify(a), sympy.sympify(b)))
 
 
 def dim_add(a, b):
@@ -110,8 +122,8 @@ def dim_round(d, scale: float):
     if d is Any:
         return Any
     if float(scale).is_integer():
-        return simplify_dim(d * int(scale))
-    return simplify_dim(sympy.floor(d * sympy.nsimplify(scale) + sympy.Rational(1, 2)))
+        return _canon(d * int(scale))
+    return _canon(sympy.floor(d * sympy.nsimplify(scale) + sympy.Rational(1, 2)))
 
 
 def dim_prod(dims) -> object:
@@ -130,7 +142,13 @@ def dims_equal(a, b) -> bool | None:
         return a == b
     if a is Any or b is Any:
         return None
-    diff = sympy.simplify(sympy.sympify(a) - sympy.sympify(b))
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if a == b:
+        return True
+    diff = a - b
+    if not diff.free_symbols:
+        return diff == 0
+    diff = _simplified(diff)
     if diff == 0:
         return True
     if diff.is_Integer or diff.is_nonzero:
@@ -146,7 +164,7 @@ def substitute_dim(d, mapping: dict):
         return d
     if any(v is Any for k, v in mapping.items() if k in d.free_symbols):
         return Any
-    return simplify_dim(d.subs({k: v for k, v in mapping.items() if k in d.free_symbols}))
+    return _canon(d.subs({k: v for k, v in mapping.items() if k in d.free_symbols}))
 
 
 def dim_str(d) -> str:
@@ -165,6 +183,8 @@ def parse_dim(text: str):
         expr = sympy.sympify(text, locals={"ceil": sympy.ceiling})
     except (sympy.SympifyError, SyntaxError, TypeError) as exc:
         raise ValueError(f"not a dimension expression: {text!r} ({exc})") from None
-    # Re-home every name on the shared dimension symbols (integer, non-negative).
+    # Re-home every name on the shared dimension symbols (integer, non-negative). The result
+    # keeps sympy's automatic form, the form shape arithmetic produces and the printer shows,
+    # so printing and parsing a dimension gives back the same expression.
     expr = expr.subs({s: sym(s.name) for s in expr.free_symbols})
-    return simplify_dim(expr)
+    return _canon(sympy.sympify(expr))
