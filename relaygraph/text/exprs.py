@@ -59,6 +59,7 @@ class ExprActions:
         self.literals: dict[str, Constant] = {}
         self.attr_cache: dict = {}
         self.graph: dict[int, Expr] = {}
+        self.raw_attrs = False  # keep op attributes as written (see parse_expr)
 
     def at(self, node: Node, pos: int) -> Node:
         """``node`` with the span of offset ``pos`` unless it already has one."""
@@ -169,7 +170,7 @@ class ExprActions:
                 args.append(item)
         if type(callee) is Call and not callee.args and type(callee.op) is Constructor:
             callee = callee.op  # `Nil()`: the bare constructor was already applied
-        if type(callee) is Op:
+        if type(callee) is Op and not self.raw_attrs:
             canonical = self.op_attrs(callee.name, attrs, pos)
         elif attrs:
             canonical = self.plain_attrs(attrs)

@@ -59,14 +59,19 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
         return lalr.run(source, "module", _Parser(source).handlers())
 
 
-def parse_expr(text: str, source_name: str = "<string>", mod: IRModule | None = None) -> Expr:
+def parse_expr(text: str, source_name: str = "<string>", mod: IRModule | None = None, *,
+               raw_attrs: bool = False) -> Expr:
     """Parse one Relay expression (the version header is optional).
 
-    ``mod`` supplies the globals, ADTs and constructors the expression may refer to.
+    ``mod`` supplies the globals, ADTs and constructors the expression may refer to. With
+    ``raw_attrs``, op calls keep their attributes exactly as written (no defaults, no check
+    against the op's schema): rewrite-rule patterns need to know what was written.
     """
     source = Source(source_name, text)
+    parser = _Parser(source, mod)
+    parser.raw_attrs = raw_attrs
     with lalr.no_gc():
-        return lalr.run(source, "expression", _Parser(source, mod).handlers())
+        return lalr.run(source, "expression", parser.handlers())
 
 
 def parse_file(path: str | Path) -> IRModule:

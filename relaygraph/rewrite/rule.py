@@ -1,0 +1,240 @@
+"""Rule objects: one direction of a rewrite, compiled to egglog, with a Python part if needed.
+
+The interface the e-graph bridge uses:
+
+- ``rule.name``, ``rule.ruleset``
+- ``rule.declarations()``: egglog commands to run once before saturation (the ruleset, match
+  relations, helper analyses). Several rules return some of the same commands: run each
+  distinct command once, in first-seen order (``relaygraph.rewrite.program`` does that).
+- ``rule.commands()``: the egglog ``rule`` command(s), with ``:ruleset`` and ``:name``.
+- ``rule.python_rewrite``: None when egglog does everything; else a ``PythonRewrite`` whose
+  ``relation`` collects the matches (one column per name in ``variables``, each an e-class)
+  and whose ``apply(bindings, graph)`` returns ``(root class, new expression)`` pairs to union.
+
+A ``<=>`` rule gives two objects: ``name`` (left to right) and ``name<=`` (right to left); the
+second is left out when it is the first with its variables renamed (``add(?a, ?b) <=> add(?b, ?a)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import Span
+from ..ir.expr import Expr, Var
+from ..ir.types import Type, format_type
+from .build import BuildEnv, BuildError, build
+from .compile import lhs_term, prebuilt_parts, rhs_term
+from .cond import UNKNOWN, EvalEnv, Expression, Kinds, _eval
+from .pattern import PVar, walk
+from .scoping import scoping_declarations
+
+__all__ = ["Rule", "PythonRewrite", "EggRule", "root_names"]
+
+
+def root_names(n: int, multi: bool) -> list[str]:
+    """The names of the matched roots: ``root``, or ``root0``, ``root1``, ... for multi-patterns."""
+    return [f"root{i}" for i in range(n)] if multi else ["root"]
+
+
+@dataclass(eq=False)
+class Rule:
+    """One direction of a rule from a ``.rules`` file."""
+
+    name: str
+    ruleset: str
+    lhs: tuple  # the roots' patterns
+    rhs: tuple  # their replacements
+    cond: Expression | None
+    computed: list[Expression]
+    kinds: Kinds
+    text: str = ""  # the rule statement as written
+    span: Span | None = None
+    multi: bool = False
+    uses_scoping: bool = False
+    python_rewrite: PythonRewrite | None = field(default=None, init=False)
+    _facts: list[str] = field(default_factory=list, init=False)
+    _residue: list = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self._counter = 0
+        native, self._residue = self.cond.split() if self.cond is not None else ([], [])
+        roots = self.roots
+        self._facts = [f"(= ?{r} {lhs_term(p)})" for r, p in zip(roots, self.lhs)]
+        for i in range(len(roots)):
+            for j in range(i + 1, len(roots)):
+                self._facts.append(f"(!= ?{roots[i]} ?{roots[j]})")
+        if self.cond is not None:
+            self._facts += self.cond.egglog_facts(native, self._fresh)
+        if self._residue or self.computed:
+            self.python_rewrite = PythonRewrite(self)
+
+    @property
+    def roots(self) -> list[str]:
+        return root_names(len(self.lhs), self.multi)
+
+    def _fresh(self) -> str:
+        self._counter += 1
+        return f"?__t{self._counter}"
+
+    def declarations(self) -> list[str]:
+        """Egglog commands to run once before saturation."""
+        out = [f"(ruleset {self.ruleset})"]
+        if self.uses_scoping:
+            out += scoping_declarations(self.ruleset)
+        if self.python_rewrite is not None:
+            cols = " ".join(["RExpr"] * len(self.python_rewrite.variables))
+            out.append(f"(relation {self.python_rewrite.relation} ({cols}))")
+        return out
+
+    def commands(self) -> list[str]:
+        """The egglog rule command of this rule."""
+        if self.python_rewrite is None:
+            actions = [f"(union ?{r} {rhs_term(p)})" for r, p in zip(self.roots, self.rhs)]
+            facts = self._facts
+        else:
+            pr = self.python_rewrite
+            facts = self._facts + [f"(ty ?{v})" for v in pr.typed]
+            actions = [f"(let {name} {rhs_term(p)})" for name, p in pr.prebuilt]
+            actions.append(f"({pr.relation} {' '.join(pr.columns)})")
+        return [f"(rule ({' '.join(facts)}) ({' '.join(actions)}) :ruleset {self.ruleset} "
+                f":name \"{self.name}\")"]
+
+    def __repr__(self) -> str:
+        kind = "python" if self.python_rewrite is not None else "egglog"
+        return f"<Rule {self.name} [{self.ruleset}, {kind}]>"
+
+
+class PythonRewrite:
+    """The Python half of a rule whose right side needs computed values or Python conditions.
+
+    ``relation`` rows are matches: the e-classes bound to ``variables`` (the roots, the class
+    variables the right side uses, and sub-terms egglog built because they use attribute
+    variables), in that order. ``apply(bindings, graph)`` takes ``{variable: class handle}`` and
+    a graph offering ``type_of(handle) -> Type``; it returns ``(root handle, expression)`` pairs
+    whose leaves are the Vars in ``leaf_vars`` (named as the variables; ``leaves(bindings)``
+    maps them to handles). A match whose condition fails, whose computed values are unknown
+    (symbolic shapes) or whose new expression would change the type gives no pairs.
+    """
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        safe = rule.name.replace("<=", "-rev")
+        self.relation = f"rw/{rule.ruleset}/{safe}"
+        self.prebuilt: list[tuple[str, object]] = []
+        for p in rule.rhs:
+            for part in prebuilt_parts(p):
+                self.prebuilt.append((f"__b{len(self.prebuilt) + 1}", part))
+        inside = {id(n) for _, part in self.prebuilt for n in walk(part)}
+        used = []
+        for p in rule.rhs:
+            for n in walk(p):
+                if isinstance(n, PVar) and id(n) not in inside and n.name not in used:
+                    used.append(n.name)
+        for e in [*rule.computed, *([rule.cond] if rule.cond is not None else [])]:
+            for v in sorted(e.variables()):
+                if v in rule.kinds.classes and v not in used:
+                    used.append(v)
+        roots = rule.roots
+        self.typed = roots + [v for v in used if v not in roots]
+        self.variables = self.typed + [name for name, _ in self.prebuilt]
+        self.columns = ["?" + v for v in self.typed] + [name for name, _ in self.prebuilt]
+        self.leaf_vars = {v: Var(v) for v in self.variables}
+
+    def leaves(self, bindings: dict[str, int]) -> dict[Var, int]:
+        """The class handle of each leaf Var of the expressions ``apply`` returns."""
+        return {var: bindings[name] for name, var in self.leaf_vars.items() if name in bindings}
+
+    def apply(self, bindings: dict[str, int], graph) -> list[tuple[int, Expr]]:
+        """The (root class, new expression) pairs of one match (empty when it does not apply)."""
+        return self.build(bindings, graph, check_types=True)
+
+    def build(self, bindings: dict[str, int], graph, check_types: bool) -> list[tuple[int, Expr]]:
+        """``apply``, optionally without comparing the new expressions' types with the roots'."""
+        rule = self.rule
+        types: dict[str, Type | None] = {}
+
+        def type_of(name: str):
+            if name not in types:
+                types[name] = graph.type_of(bindings[name]) if name in bindings else None
+            return types[name]
+
+        env = EvalEnv(type_of, _no_attr)
+        if not all(_eval(part, env) is True for part in rule._residue):
+            return []
+        values = []
+        for e in rule.computed:
+            v = e.evaluate(env)
+            if not _concrete(v):
+                return []
+            values.append(v)
+        prebuilt = {id(p): self.leaf_vars[name] for name, p in self.prebuilt}
+        benv = BuildEnv(leaf=lambda n: self.leaf_vars[n], computed=values.__getitem__,
+                        prebuilt=prebuilt)
+        try:
+            exprs = [build(p, benv) for p in rule.rhs]
+        except BuildError:
+            return []
+        if check_types and not self.prebuilt and not _same_types(rule, exprs, self.leaf_vars,
+                                                                 type_of):
+            return []
+        return [(bindings[r], e) for r, e in zip(rule.roots, exprs)]
+
+
+def _no_attr(name: str):
+    raise AssertionError(f"attribute variable ?{name} reached Python")
+
+
+def _concrete(v) -> bool:
+    if v is UNKNOWN:
+        return False
+    if isinstance(v, tuple):
+        return all(_concrete(x) for x in v)
+    return isinstance(v, (int, float, str, bool)) or v is None
+
+
+def _same_types(rule: Rule, exprs: list[Expr], leaf_vars: dict, type_of) -> bool:
+    """Whether the new expressions, typed from the leaves' types, have the roots' types."""
+    from ..ir.traversal import substitute
+    from ..ty import infer_type, type_of as checked_type
+
+    mapping = {}
+    for name, var in leaf_vars.items():
+        t = type_of(name)
+        if t is None:
+            return True  # an untyped leaf: nothing to compare against here
+        mapping[var] = Var(name, t)
+    for root, e in zip(rule.roots, exprs):
+        want = type_of(root)
+        try:
+            got = checked_type(infer_type(substitute(e, mapping)))
+        except Exception:  # noqa: BLE001 - a right side that does not type-check is not applied
+            return False
+        if want is not None and format_type(got) != format_type(want):
+            return False
+    return True
+
+
+@dataclass(eq=False)
+class EggRule:
+    """One rule command from an ``.egg`` file (egglog's own language)."""
+
+    name: str
+    ruleset: str
+    command: str
+    decls: list[str]
+    span: Span | None = None
+    text: str = ""
+    python_rewrite: None = None
+    lhs: None = None
+
+    def declarations(self) -> list[str]:
+        """The file's declarations (rulesets, sorts, functions, relations) up to this rule."""
+        return list(self.decls)
+
+    def commands(self) -> list[str]:
+        """The rule command, as written."""
+        return [self.command]
+
+    def __repr__(self) -> str:
+        return f"<EggRule {self.name} [{self.ruleset}]>"
+
