@@ -184,3 +184,17 @@ def test_unknown_operators_are_reported_by_name():
     x = Var("x")
     with pytest.raises(rg.EvalError, match="no_such_op"):
         rg.evaluate(Function([x], Call(Op("no_such_op"), (x,))), np.ones(2, "float32"))
+
+
+def test_a_fused_group_reading_fields_of_a_tuple_parameter_is_one_numexpr_program():
+    t = Var("t", rg.TupleType([TensorType((6,), "float32")] * 2))
+    relu = make_call("nn.relu", rg.TupleGetItem(t, 0))
+    group = primitive([t], make_call("add", relu, rg.TupleGetItem(t, 1)))
+    x = fvar("x", (6,))
+    func = Function([x], Call(group, (Tuple([make_call("negative", x), x]),)))
+    assert fused_kernel(group).uses_numexpr
+    data = np.linspace(-1, 1, 6, dtype="float32")
+    out = rg.evaluate(func, data)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, np.maximum(-data, 0) + data, rtol=1e-6)
+    assert values_equal(out, rg.evaluate(func, data, executor=False))

@@ -331,3 +331,14 @@ def test_shared_nodes_are_evaluated_once():
     x = np.linspace(-1, 1, 4).astype("float32")
     interp = rg.evaluate(mod, x, executor=False)
     assert np.array_equal(interp, rg.evaluate(mod, x))
+
+
+def test_shared_calls_of_pure_function_literals_are_evaluated_once():
+    # Each level's call is used twice: without sharing, 60 levels would take 2**60 calls.
+    h = x = Var("x", TensorType((), "float32"))
+    for _ in range(60):
+        p = Var("p")
+        g = Call(Function([p], op("tanh", p)), (h,))
+        h = op("add", g, g)
+    out = rg.evaluate(Function([x], h), np.float32(0.1), executor=False)
+    assert np.isfinite(out) and np.array_equal(out, rg.evaluate(Function([x], h), np.float32(0.1)))

@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, Function, Op
+from ..ir.expr import Call, Constant, Function, Op, TupleGetItem
 from ..ir.traversal import iter_post_order
 from ..ops import registry
 
@@ -70,9 +70,11 @@ class FusedKernel:
         self.label = "fused(" + ", ".join(dict.fromkeys(ops)) + ")"
         self.plan = _Compiler("sequence").compile(func)
         self.expression = None
-        self.attr_constants: list[float] = []
+        # numexpr inputs: leaves (a parameter, or a projection path out of a tuple parameter),
+        # then constants of the group, then attribute constants.
+        self.leaves: list[tuple[int, tuple]] = []
         self.constants: list[np.ndarray] = []
-        self.num_params = len(func.params)
+        self.attr_constants: list[float] = []
         self._programs: dict = {}
         if mode == "numexpr":
             self._translate(func)
@@ -85,9 +87,17 @@ class FusedKernel:
         return self.expression is not None
 
     def _translate(self, func: Function) -> None:
-        text: dict = {p: f"p{i}" for i, p in enumerate(func.params)}
+        paths: dict = {p: (i, ()) for i, p in enumerate(func.params)}
+        text: dict = {}
         for node in iter_post_order(func.body):
-            if node in text:
+            if node in text or isinstance(node, Op):
+                continue
+            if node in paths or isinstance(node, TupleGetItem):
+                if node not in paths:
+                    if node.tuple_value not in paths:
+                        return
+                    index, path = paths[node.tuple_value]
+                    paths[node] = (index, (*path, node.index))
                 continue
             if isinstance(node, Constant):
                 if node.dtype not in ("float32", "float64"):
@@ -95,18 +105,27 @@ class FusedKernel:
                 text[node] = f"c{len(self.constants)}"
                 self.constants.append(node.data)
                 continue
-            if isinstance(node, Op):
-                continue
             if not isinstance(node, Call) or not isinstance(node.op, Op):
                 return
             template = self._template(node)
             if template is None:
                 return
-            args = [text[a] for a in node.args]
+            args = [text.get(a) or self._leaf(paths, text, a) for a in node.args]
+            if None in args:
+                return
             text[node] = template.format(*args)
             if len(text[node]) > _MAX_EXPR_CHARS:
                 return
-        self.expression = text.get(func.body)
+        root = func.body
+        self.expression = text.get(root) or (self._leaf(paths, text, root) if root in paths else None)
+
+    def _leaf(self, paths: dict, text: dict, node) -> str | None:
+        """The numexpr name of a parameter (or a projection of one), made on first use."""
+        if node not in paths:
+            return None
+        text[node] = f"a{len(self.leaves)}"
+        self.leaves.append(paths[node])
+        return text[node]
 
     def _template(self, call: Call) -> str | None:
         name = call.op.name
@@ -132,9 +151,10 @@ class FusedKernel:
 
     def __call__(self, args: list, _extra=None):
         if self.expression is not None:
-            dtype = _common_float_dtype(args)
+            inputs = [_follow(args[i], path) if path else args[i] for i, path in self.leaves]
+            dtype = _common_float_dtype(inputs)
             if dtype is not None and all(c.dtype == dtype for c in self.constants):
-                return self._program(dtype)(*args, *self.constants, *self._attr_arrays(dtype))
+                return self._program(dtype)(*inputs, *self.constants, *self._attr_arrays(dtype))
         return self.plan.run(args)
 
     def _program(self, dtype: np.dtype):
@@ -143,20 +163,26 @@ class FusedKernel:
             import numexpr
 
             kind = float if dtype == np.float32 else np.float64  # numexpr's names for the kinds
-            names = ([f"p{i}" for i in range(self.num_params)]
+            names = ([f"a{i}" for i in range(len(self.leaves))]
                      + [f"c{i}" for i in range(len(self.constants))]
                      + [f"k{i}" for i in range(len(self.attr_constants))])
             used = [n for n in names if _mentions(self.expression, n)]
             program = numexpr.NumExpr(self.expression, signature=[(n, kind) for n in used])
-            positions = [names.index(n) for n in used]
             if len(used) != len(names):
-                inner = program
-                program = _Select(inner, positions)
+                program = _Select(program, [names.index(n) for n in used])
             self._programs[dtype] = program
         return program
 
     def _attr_arrays(self, dtype) -> list:
         return [np.asarray(v, dtype=dtype) for v in self.attr_constants]
+
+
+def _follow(value, path: tuple):
+    for index in path:
+        if not isinstance(value, tuple) or index >= len(value):
+            return None  # not the tuple the group expects: the sequence path reports it
+        value = value[index]
+    return value
 
 
 class _Select:

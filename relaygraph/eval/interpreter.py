@@ -57,7 +57,7 @@ _MISSING = object()
 _EVAL, _CALL, _OPCALL, _CTOR, _TUPLE, _PROJ, _LET, _IF, _MATCH, _REF_NEW, _REF_READ, _REF_WRITE, \
     _MEMO = range(13)
 
-_PURE_LEAVES = (Var, Constant, Op, GlobalVar, Constructor, Function)
+_SHAREABLE = (Call, Tuple, TupleGetItem)
 
 
 class Interpreter:
@@ -95,7 +95,12 @@ class Interpreter:
 
     # -- graph sharing --------------------------------------------------------------------------
     def _analyse(self, root) -> None:
-        """Find the pure nodes reachable from ``root`` that have more than one parent."""
+        """Find the pure nodes reachable from ``root`` that have more than one parent.
+
+        Pure means no ref operations and no calls other than of operators, constructors and
+        function literals with pure bodies. Only pure nodes are shared: an effect such as
+        ``ref(0)`` written twice is one interned node, yet must make two cells.
+        """
         if root in self._analysed:
             return
         self._analysed.add(root)
@@ -107,14 +112,19 @@ class Interpreter:
             kids = node.children()
             for kid in kids:
                 parents[kid] = parents.get(kid, 0) + 1
-            if isinstance(node, _PURE_LEAVES):
-                pure[node] = True
-            elif isinstance(node, (Tuple, TupleGetItem)) or (
-                isinstance(node, Call) and isinstance(node.op, (Op, Constructor))
-            ):
-                pure[node] = all(pure.get(k, False) for k in kids)
+            if isinstance(node, (RefCreate, RefRead, RefWrite)):
+                pure[node] = False
+            elif isinstance(node, Call):
+                callee = node.op
+                pure[node] = (isinstance(callee, (Op, Constructor))
+                              or (isinstance(callee, Function) and pure.get(callee.body, False))
+                              ) and all(pure.get(a, False) for a in node.args)
+            elif isinstance(node, Function):
+                pure[node] = True  # making a closure has no effect; calling it is judged above
+            else:
+                pure[node] = all(pure.get(k, True) for k in kids)
         for node, count in parents.items():
-            if count > 1 and pure.get(node) and not isinstance(node, _PURE_LEAVES):
+            if count > 1 and pure.get(node) and isinstance(node, _SHAREABLE):
                 self._shared.add(node)
 
     # -- the machine ----------------------------------------------------------------------------
