@@ -11,6 +11,8 @@ Constructors (all returning ``RExpr`` unless said):
 - ``(RNil)``, ``(RCons e rest)`` -> ``RList``; ``(RTuple list)``; ``(RProj e i)`` (``i: i64``)
 - ``(RLet key value body)``: ``let`` binding the variable ``(RVar key)`` in ``body``
 - ``(RIf c t f)``; ``(RCall callee args)`` for calls of anything that is not an op
+- ``(RFn key body)``: a function value (a closure in the body, e.g. an LSTM cell); ``key`` names
+  its parameters, annotations and attributes in the bridge's table, so rules rewrite its body
 - one constructor per operator, ``r:`` and Relay's op name (``r:add``, ``r:nn.conv2d``; the
   prefix keeps clear of egglog's own primitives such as ``abs`` and ``max``), taking its
   inputs (``RExpr``) then one ``String`` per attribute in the op table's order. An attribute
@@ -30,14 +32,16 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import math
 from collections.abc import Iterable
 
+from ..ir.attrs import Attrs
 from ..ir.expr import Constant, Var
 from ..ops.registry import OpDef, all_ops
 
 __all__ = [
     "EXPR", "LIST", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key", "parse_attr_key",
-    "var_key", "const_key", "schema_program", "op_from_constructor",
+    "var_key", "const_key", "schema_program", "op_from_constructor", "op_attr_keys", "attrs_from_keys",
 ]
 
 EXPR, LIST = "RExpr", "RList"
@@ -51,6 +55,7 @@ BUILTIN_CONSTRUCTORS = {
     "RLet": ("String", EXPR, EXPR),
     "RIf": (EXPR, EXPR, EXPR),
     "RCall": (EXPR, LIST),
+    "RFn": ("String", EXPR),
 }
 
 
@@ -79,6 +84,39 @@ def attr_key(value) -> str:
 def parse_attr_key(text: str):
     """The attribute value back from ``attr_key``."""
     return ast.literal_eval(text)
+
+
+def op_attr_keys(op: OpDef, attrs) -> tuple[str, ...]:
+    """The attribute Strings of a call of ``op``: every attribute (defaults filled in), in order."""
+    full = op.resolve(attrs)
+    return tuple(attr_key(full[name]) for name in op.attrs)
+
+
+_SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf}
+
+
+class _SpecialFloats(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.AST:  # noqa: N802 - the visitor protocol's name
+        if node.id not in _SPECIAL_FLOATS:
+            raise ValueError(f"not an attribute value: {node.id}")
+        return ast.copy_location(ast.Constant(_SPECIAL_FLOATS[node.id]), node)
+
+
+def _literal(text: str):
+    # repr() writes nan and inf as bare names, which literal_eval refuses: read just those two.
+    try:
+        return parse_attr_key(text)
+    except (ValueError, SyntaxError):
+        tree = _SpecialFloats().visit(ast.parse(text, mode="eval"))
+        return ast.literal_eval(tree.body)
+
+
+def attrs_from_keys(op: OpDef, keys) -> Attrs:
+    """A call's canonical ``Attrs`` back from its attribute Strings (see ``op_attr_keys``)."""
+    keys = tuple(keys)
+    if len(keys) != len(op.attrs):
+        raise ValueError(f"{op.name} has {len(op.attrs)} attributes, got {len(keys)} values")
+    return op.canonical_attrs(dict(zip(op.attrs, map(_literal, keys))))
 
 
 def var_key(var: Var) -> str:
