@@ -94,30 +94,44 @@ def _default_key(op, name: str) -> str:
     return attr_key(canonical_attr_value(op, name, rhs_default_attrs(op)[name]))
 
 
-def rhs_term(p, prebuilt: dict | None = None) -> str:
-    """The egglog term that builds a right-side pattern (no computed attributes)."""
-    if prebuilt and id(p) in prebuilt:
-        return prebuilt[id(p)]
-    if isinstance(p, PVar):
-        return "?" + p.name
-    if isinstance(p, PBinder):
-        return f"(RVar ?{p.name})"
-    if isinstance(p, PConst):
-        return f"(RConst {egg_str(const_key(p.value))})"
-    if isinstance(p, PTuple):
-        return f"(RTuple {egg_list([rhs_term(f, prebuilt) for f in p.fields])})"
-    if isinstance(p, PProj):
-        return f"(RProj {rhs_term(p.value, prebuilt)} {p.index})"
-    if isinstance(p, PLet):
-        return f"(RLet ?{p.binder} {rhs_term(p.value, prebuilt)} {rhs_term(p.body, prebuilt)})"
-    if isinstance(p, PIf):
-        return (f"(RIf {rhs_term(p.cond, prebuilt)} {rhs_term(p.then, prebuilt)} "
-                f"{rhs_term(p.other, prebuilt)})")
-    if isinstance(p, PSubst):
-        return f"(Subst {rhs_term(p.body, prebuilt)} ?{p.binder} {rhs_term(p.value, prebuilt)})"
-    if isinstance(p, PCall):
+def rhs_term(p, prebuilt: dict | None = None, computed: dict | None = None) -> str:
+    """The egglog term that builds a right-side pattern. ``prebuilt`` maps id(sub-pattern) to a
+    name already bound in the actions; ``computed`` maps a computed attribute's index to the
+    query variable holding its value."""
+    return _Rhs(prebuilt or {}, computed or {}).term(p)
+
+
+class _Rhs:
+    def __init__(self, prebuilt: dict, computed: dict) -> None:
+        self.prebuilt, self.computed = prebuilt, computed
+
+    def term(self, p) -> str:
+        t = self.term
+        if id(p) in self.prebuilt:
+            return self.prebuilt[id(p)]
+        if isinstance(p, PVar):
+            return "?" + p.name
+        if isinstance(p, PBinder):
+            return f"(RVar ?{p.name})"
+        if isinstance(p, PConst):
+            return f"(RConst {egg_str(const_key(p.value))})"
+        if isinstance(p, PTuple):
+            return f"(RTuple {egg_list([t(f) for f in p.fields])})"
+        if isinstance(p, PProj):
+            return f"(RProj {t(p.value)} {p.index})"
+        if isinstance(p, PLet):
+            return f"(RLet ?{p.binder} {t(p.value)} {t(p.body)})"
+        if isinstance(p, PIf):
+            return f"(RIf {t(p.cond)} {t(p.then)} {t(p.other)})"
+        if isinstance(p, PSubst):
+            return f"(Subst {t(p.body)} ?{p.binder} {t(p.value)})"
+        if isinstance(p, PCall):
+            return self.call(p)
+        raise AssertionError(f"not a right-side pattern: {p!r}")
+
+    def call(self, p: PCall) -> str:
         op = lookup(p.op)
-        parts = [rhs_term(a, prebuilt) for a in p.args]
+        parts = [self.term(a) for a in p.args]
         for name in op.attrs:
             spec = p.attr(name)
             if spec is None:
@@ -126,10 +140,11 @@ def rhs_term(p, prebuilt: dict | None = None) -> str:
                 parts.append(egg_str(attr_key(spec.value)))
             elif isinstance(spec, AVar):
                 parts.append("?" + spec.name)
+            elif spec.index in self.computed:
+                parts.append(self.computed[spec.index])
             else:
                 raise AssertionError("a computed attribute has no egglog term")
         return f"({op_constructor(op)}{''.join(' ' + x for x in parts)})"
-    raise AssertionError(f"not a right-side pattern: {p!r}")
 
 
 def is_native(p) -> bool:

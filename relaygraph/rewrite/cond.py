@@ -4,7 +4,8 @@ The syntax is Python's expression syntax (``and``, ``or``, ``not``, comparisons,
 indexing, lists) with pattern variables ``?x`` and these functions of a class variable:
 ``rank(?x)``, ``shape(?x)`` (a tuple; ``shape(?x)[0]`` a dimension), ``dtype(?x)``, ``len(...)``,
 ``free(?b, ?e)`` (is the let-bound ``?b`` free in ``?e``) and ``once(?b, ?e)`` (is it free exactly
-once). An attribute variable (``?ax`` in
+once), and the attribute functions of ``tables.py`` (``compose_axes(?p, ?q)``,
+``identity_axes(?p)``). An attribute variable (``?ax`` in
 ``axis=?ax``) stands for its value. ``?root`` is the matched left side.
 
 Truth is three-valued: a dimension that is ``?`` or symbolic makes comparisons unknown, and a
@@ -28,6 +29,7 @@ from ..ir.types import Any as AnyDim
 from ..ir.types import TensorType, TupleType, Type
 from .sidetext import PV_PREFIX, prepare_expression
 from .syntax import Located
+from .tables import ATTR_FUNCTIONS, AttrFunction
 
 __all__ = ["Expression", "UNKNOWN", "parse_expression", "Kinds", "egg_str", "EvalEnv"]
 
@@ -38,7 +40,7 @@ class _Unknown:
 
 
 UNKNOWN = _Unknown()
-_FUNCS = {"rank", "shape", "dtype", "free", "once", "len"}
+_FUNCS = {"rank", "shape", "dtype", "free", "once", "len", *ATTR_FUNCTIONS}
 _SCOPE_FUNCS = ("free", "once")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -98,6 +100,37 @@ class Expression:
     def variables(self) -> set[str]:
         """The pattern variables the expression mentions."""
         return {n.id[len(PV_PREFIX):] for n in ast.walk(self.tree) if isinstance(n, ast.Name)}
+
+    def attr_functions(self) -> list[AttrFunction]:
+        """The attribute functions the expression calls (their tables must be declared)."""
+        names = {n.func.id for n in ast.walk(self.tree) if isinstance(n, ast.Call)}
+        return [f for k, f in ATTR_FUNCTIONS.items() if k in names]
+
+    def fixed_ranks(self) -> dict[str, int]:
+        """The ranks the condition's conjuncts fix (``rank(?x) == 4``)."""
+        out = {}
+        for p in _conjuncts(self.tree):
+            if isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.Eq):
+                for a, b in ((p.left, p.comparators[0]), (p.comparators[0], p.left)):
+                    if isinstance(a, ast.Call) and a.func.id == "rank" and \
+                            isinstance(b, ast.Constant) and type(b.value) is int:
+                        out[a.args[0].id[len(PV_PREFIX):]] = b.value
+        return out
+
+    def function_args(self) -> list[tuple[str, AttrFunction]]:
+        """(attribute variable, function) for each variable passed to an attribute function."""
+        out = []
+        for n in ast.walk(self.tree):
+            if isinstance(n, ast.Call) and n.func.id in ATTR_FUNCTIONS:
+                for a in n.args:
+                    if isinstance(a, ast.Name):
+                        out.append((a.id[len(PV_PREFIX):], ATTR_FUNCTIONS[n.func.id]))
+        return out
+
+    def egglog_value(self, fresh: Callable[[], str]) -> tuple[list[str], str] | None:
+        """Facts and a variable holding the value, for an attribute function of attribute
+        variables and literals; None when egglog cannot compute the value."""
+        return _Egg(self.kinds, fresh).value(self.tree)
 
     def uses_scoping(self) -> bool:
         return any(isinstance(n, ast.Call) and n.func.id in _SCOPE_FUNCS for n in ast.walk(self.tree))
@@ -178,6 +211,17 @@ class _Checker:
 
     def check(self, node: ast.AST, top: bool = False) -> None:
         k = self.kinds
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ATTR_FUNCTIONS:
+            f = ATTR_FUNCTIONS[node.func.id]
+            if len(node.args) != f.arity or node.keywords:
+                raise self.fail(f"{f.name}() takes {f.arity} argument(s)", node)
+            for a in node.args:
+                if not (isinstance(a, ast.Name) or _literal(a) is not _NO):
+                    raise self.fail(f"the arguments of {f.name}() are attribute variables or "
+                                    "literals", a)
+                self.check(a)
+            return
         if isinstance(node, ast.Name):
             name = node.id[len(PV_PREFIX):] if node.id.startswith(PV_PREFIX) else None
             if name is None:
@@ -243,7 +287,8 @@ class _Checker:
                 raise self.fail(f"{name}(?{v}): ?{v} is not an expression variable of the left "
                                 "side", node.args[0])
             return
-        raise self.fail(f"`{ast.unparse(node)}` is not part of the condition language", node)
+        text = ast.unparse(node).replace(PV_PREFIX, "?")
+        raise self.fail(f"`{text}` is not part of the condition language", node)
 
 
 # -- evaluation --------------------------------------------------------------------------------
@@ -312,6 +357,13 @@ def _eval(node: ast.expr, env: EvalEnv):
         return v[i]
     if isinstance(node, ast.Call):
         name = node.func.id
+        if name in ATTR_FUNCTIONS:
+            f = ATTR_FUNCTIONS[name]
+            args = [_eval(a, env) for a in node.args]
+            if any(a is UNKNOWN for a in args):
+                return None if f.condition else UNKNOWN
+            value = f.python(*args)
+            return value if value is not None or f.condition else UNKNOWN
         if name == "len":
             v = _eval(node.args[0], env)
             return len(v) if isinstance(v, tuple) else UNKNOWN
@@ -390,6 +442,12 @@ class _Egg:
                     isinstance(inner.ops[0], ast.Eq):
                 return self.compare("!=", inner.left, inner.comparators[0])
             return None
+        if isinstance(node, ast.Call) and node.func.id in ATTR_FUNCTIONS:
+            f = ATTR_FUNCTIONS[node.func.id]
+            args = self.args(node)
+            if not f.condition or args is None:
+                return None
+            return [f"({f.egg_name} {' '.join(args)})"]
         if isinstance(node, ast.Call) and node.func.id == "once":
             b = "?" + node.args[0].id[len(PV_PREFIX):]
             return [f"(once {b} ?{node.args[1].id[len(PV_PREFIX):]})"]
@@ -401,6 +459,31 @@ class _Egg:
                 return None
             left = right
         return self.facts
+
+    def args(self, call: ast.Call) -> list[str] | None:
+        """Egglog Strings for the arguments of an attribute function."""
+        out = []
+        for a in call.args:
+            if isinstance(a, ast.Name):
+                out.append("?" + a.id[len(PV_PREFIX):])
+                continue
+            literal = _literal(a)
+            if literal is _NO:
+                return None
+            from ..ir.attrs import canonical_attr
+
+            out.append(egg_str(attr_key(canonical_attr(literal))))
+        return out
+
+    def value(self, node: ast.expr) -> tuple[list[str], str] | None:
+        if not (isinstance(node, ast.Call) and node.func.id in ATTR_FUNCTIONS):
+            return None
+        f = ATTR_FUNCTIONS[node.func.id]
+        args = self.args(node)
+        if f.condition or args is None:
+            return None
+        out = self.fresh()
+        return [f"(= {out} ({f.egg_name} {' '.join(args)}))"], out
 
     def compare(self, op: str, a: ast.expr, b: ast.expr) -> list[str] | None:
         sa, sb = self.string(a, b), self.string(b, a)

@@ -16,11 +16,11 @@ import numpy as np
 
 from ..ir.expr import Call, Expr, Op, Tuple, Var
 from ..ir.types import TensorType, TupleType, Type
-from ..ops.registry import REQUIRED, lookup
+from ..ops.registry import REQUIRED, PatternKind, lookup
 from ..ty import infer_type_expr, type_of
 from .build import MISSING, BuildEnv, build
 from .cond import EvalEnv
-from .pattern import AVar, PCall, PLet, PTuple, PVar, children, walk
+from .pattern import ALit, AVar, PCall, PIf, PLet, PTuple, PVar, children, walk
 from .rule import Rule
 
 __all__ = ["Instance", "instantiate", "leaf_roles", "condition_env"]
@@ -41,41 +41,58 @@ class Instance:
     binders: dict[str, Var] = field(default_factory=dict)
     lhs: list[Expr] = field(default_factory=list)  # the left side's roots, typed
     root_types: list[Type] = field(default_factory=list)
+    computed: list = field(default_factory=list)  # the values of the computed attributes
 
     def env(self) -> BuildEnv:
         """How to build patterns with this instance's leaves, binders and attribute values."""
         return BuildEnv(leaf=self.leaves.__getitem__, binders=self.binders,
-                        attr=self.attrs.__getitem__)
+                        attr=self.attrs.__getitem__, computed=self.computed.__getitem__)
 
 
-def leaf_roles(patterns) -> dict[str, list[tuple[str, int, bool]]]:
-    """For each variable: the (op, input index, inside a tuple) places that consume it."""
+def leaf_roles(patterns) -> dict[str, list[list[tuple[str, int, bool]]]]:
+    """For each occurrence of each variable: the (op, input index, inside a tuple) places that
+    consume it, the direct one first, then (through elementwise ops) where their results go."""
     roles: dict[str, list] = {}
 
-    def visit(p, parent: tuple | None) -> None:
+    def visit(p, places: list) -> None:
         if isinstance(p, PVar):
             roles.setdefault(p.name, [])
-            if parent is not None:
-                roles[p.name].append(parent)
+            if places:
+                roles[p.name].append(places)
             return
         if isinstance(p, PCall):
+            # elementwise ops and transposes keep the rank their result needs
+            through = lookup(p.op).pattern <= PatternKind.BROADCAST or p.op == "transpose"
             for i, a in enumerate(p.args):
-                if isinstance(a, PTuple):
-                    for f in a.fields:
-                        visit(f, (p.op, i, True))
-                else:
-                    visit(a, (p.op, i, False))
+                inherited = places if through else []
+                here = (p.op, i, isinstance(a, PTuple))
+                axes = p.attr("axes") if p.op == "transpose" else None
+                if isinstance(axes, ALit) and isinstance(axes.value, tuple):
+                    here = ("transpose", len(axes.value), False)
+                elif isinstance(axes, AVar):
+                    here = ("transpose", axes.name, False)  # the rank follows the drawn axes
+                for f in (a.fields if isinstance(a, PTuple) else (a,)):
+                    visit(f, [here, *inherited])
+            return
+        if isinstance(p, PIf):
+            visit(p.cond, [("if", 0, False)])
+            visit(p.then, places)
+            visit(p.other, places)
             return
         for c in children(p):
-            visit(c, None)
+            visit(c, [])
 
     for p in patterns:
-        visit(p, None)
+        visit(p, [])
     return roles
 
 
 def _role_types(role) -> list[tuple[int, str]]:
     op, i, in_tuple = role
+    if op == "if":
+        return [(0, "bool")]  # the condition of an if is a boolean scalar
+    if op == "transpose" and type(i) is int:
+        return [(i, "float32"), (i, "int32")]  # a transpose with literal axes: their rank
     out = []
     for arg_types, _ in lookup(op).examples:
         if i >= len(arg_types):
@@ -119,6 +136,12 @@ class _Search:
                         if isinstance(spec, AVar):
                             self.sites.setdefault(spec.name, (n.op, attr))
         self.scoped = self._scoped_leaves()
+        self.fixed_ranks = rule.cond.fixed_ranks() if rule.cond is not None else {}
+        # attribute variables passed to attribute functions also try values from their domain
+        self.function_args: dict[str, list] = {}
+        for e in [*rule.computed, *([rule.cond] if rule.cond is not None else [])]:
+            for name, f in e.function_args():
+                self.function_args.setdefault(name, []).extend(f.samples())
 
     def _scoped_leaves(self) -> list[tuple[str, str]]:
         """(leaf, binder) pairs: leaves inside the body of a let that binds a pattern binder."""
@@ -132,21 +155,29 @@ class _Search:
     def pick(self, values: list):
         return values[int(self.rng.integers(len(values)))]
 
-    def draw_shapes(self) -> dict[str, tuple[int, str]]:
+    def draw_shapes(self, attrs: dict) -> dict[str, tuple[int, str]]:
         out = {}
         ints = self.rng.random() < 0.2
         for v, roles in self.roles.items():
-            options = [o for r in roles for o in _role_types(r)]
+            # one of the places that consume the variable, then one of its example types
+            place = self.pick(self.pick(roles)) if roles else None
+            if place is not None and place[0] == "transpose" and isinstance(place[1], str):
+                axes = attrs.get(place[1])
+                place = ("transpose", len(axes), False) if isinstance(axes, tuple) else None
+            options = _role_types(place) if place is not None else []
             if not options or self.rng.random() < 0.15:
                 options = [(r, "float32") for r in range(0, 5)]
             preferred = [o for o in options if o[1] == ("int32" if ints else "float32")]
             out[v] = self.pick(preferred or options)
+            if v in self.fixed_ranks:  # the condition says `rank(?v) == N`
+                out[v] = (self.fixed_ranks[v], out[v][1])
         return out
 
     def draw_attrs(self) -> tuple[dict, dict]:
         attrs = {}
         for name, (op, attr) in self.sites.items():
-            attrs[name] = self.pick(_attr_candidates(op, attr))
+            candidates = _attr_candidates(op, attr) + self.function_args.get(name, [])
+            attrs[name] = self.pick(candidates)
         wild = {}
         for call in self.calls:
             written = {k for k, _ in call.attrs}
@@ -171,22 +202,30 @@ class _Search:
             inst.lhs, inst.root_types = roots, [type_of(r) for r in roots]
         except Exception:  # noqa: BLE001 - any failure to build or type-check: try other choices
             return None
-        if self.rule.cond is not None and not self.rule.cond.holds(condition_env(self.rule, inst)):
+        cenv = condition_env(self.rule, inst)
+        if self.rule.cond is not None and not self.rule.cond.holds(cenv):
+            return None
+        # a computed attribute that is unknown here (a table without this entry, a symbolic
+        # shape) means the rule does not apply
+        inst.computed = [e.evaluate(cenv) for e in self.rule.computed]
+        if not all(_concrete(v) for v in inst.computed):
             return None
         return inst
 
     def search(self, tries: int) -> Instance | None:
         for _ in range(tries):
-            ranks = self.draw_shapes()
             attrs, wild = self.draw_attrs()
+            ranks = self.draw_shapes(attrs)
             base = int(self.rng.integers(2, 5))
             shapes = {v: ([base] * r, dtype) for v, (r, dtype) in ranks.items()}
-            inst = self.make(shapes, attrs, wild)
+            # a leaf inside a let's body may use the let's variable (as `leaf + x`)
+            scoped = {v: b for v, b in self.scoped if self.rng.random() < 0.6}
+            inst = self.make(shapes, attrs, wild, scoped)
             if inst is not None:
-                return self.vary(inst, shapes, attrs, wild)
+                return self.vary(inst, shapes, attrs, wild, scoped)
         return None
 
-    def vary(self, inst: Instance, shapes: dict, attrs: dict, wild: dict) -> Instance:
+    def vary(self, inst: Instance, shapes: dict, attrs: dict, wild: dict, scoped: dict) -> Instance:
         positions = [(v, i) for v, (dims, _) in shapes.items() for i in range(len(dims))]
         self.rng.shuffle(positions)
         for v, i in positions:
@@ -194,18 +233,11 @@ class _Search:
             for size in self.rng.permutation([d for d in _DIMS if d != dims[i]])[:2]:
                 old = dims[i]
                 dims[i] = int(size)
-                moved = self.make(shapes, attrs, wild)
+                moved = self.make(shapes, attrs, wild, scoped)
                 if moved is not None:
                     inst = moved
                     break
                 dims[i] = old
-        scoped = {}
-        for v, b in self.scoped:
-            if self.rng.random() < 0.7:
-                trial = self.make(shapes, attrs, wild, {**scoped, v: b})
-                if trial is not None:
-                    scoped[v] = b
-                    inst = trial
         return inst
 
 
@@ -229,6 +261,12 @@ def condition_env(rule: Rule, inst: Instance) -> EvalEnv:
         return sum(1 for v in _all_var_uses(e) if v is var)
 
     return EvalEnv(type_of_name, inst.attrs.__getitem__, occurrences)
+
+
+def _concrete(v) -> bool:
+    if isinstance(v, tuple):
+        return all(_concrete(x) for x in v)
+    return isinstance(v, (int, float, str, bool)) or v is None
 
 
 def _all_var_uses(e: Expr) -> list[Var]:

@@ -97,8 +97,12 @@ def parse_rules(text: str, source_name: str = "<string>", ruleset: str = "rules"
     return rules
 
 
+_LET_BINDER = re.compile(r"\blet\s+\?([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def _make_rules(src: SourceFile, rt: RuleText) -> list[Rule]:
     anon = _Anon()
+    binders = frozenset(_LET_BINDER.findall(rt.lhs.text) + _LET_BINDER.findall(rt.rhs.text))
     sides = []
     for piece in (rt.lhs, rt.rhs):
         side = prepare_side(piece, anon)
@@ -106,7 +110,7 @@ def _make_rules(src: SourceFile, rt: RuleText) -> list[Rule]:
             message, offset = side.errors[0]
             raise src.error(message, offset, rt.name)
         try:
-            pattern = side_to_pattern(side, f"{src.name}#{rt.name}")
+            pattern = side_to_pattern(side, f"{src.name}#{rt.name}", binders)
         except PatternError as exc:
             raise src.error(str(exc), side.file_offset(exc.pos or 0), rt.name) from None
         sides.append((side, pattern))
@@ -190,7 +194,9 @@ class _Direction:
         classes, attrs, binders, sites = set(root_names(len(roots), multi)), set(), set(), {}
         for p in roots:
             for n in walk(p):
-                if isinstance(n, PVar):
+                if isinstance(n, PBinder):
+                    binders.add(n.name)
+                elif isinstance(n, PVar):
                     if _RESERVED.fullmatch(n.name):
                         raise self.fail(f"?{n.name} is reserved for the matched left side",
                                         var=n.name)

@@ -185,14 +185,15 @@ def _subst_module() -> IRModule:
 _counter = itertools.count(1)
 
 
-def side_to_pattern(side: SideText, source_name: str):
-    """Parse a prepared side with the Relay parser and convert it to a pattern."""
+def side_to_pattern(side: SideText, source_name: str, binders: frozenset = frozenset()):
+    """Parse a prepared side with the Relay parser and convert it to a pattern; ``binders``
+    are the let binders of the rule, which stand for their variable where they occur free."""
     try:
         expr = parse_expr(side.text, source_name=source_name, mod=_subst_module(), raw_attrs=True)
     except ParseError as exc:
         pos = _pos_of_span(side.text, exc.span)
         raise PatternError(_clean(exc.message), pos) from None
-    return _Convert(side, source_name).convert(expr)
+    return _Convert(side, source_name, binders).convert(expr)
 
 
 def _clean(message: str) -> str:
@@ -207,9 +208,10 @@ def _pos_of_span(text: str, span) -> int:
 
 
 class _Convert:
-    def __init__(self, side: SideText, source_name: str) -> None:
+    def __init__(self, side: SideText, source_name: str, outer: frozenset) -> None:
         self.side = side
         self.source_name = source_name
+        self.outer = outer
         self.binders: dict[Var, str] = {}
 
     def pos(self, node: Expr) -> int:
@@ -222,7 +224,8 @@ class _Convert:
         if isinstance(e, Var):
             if e in self.binders:
                 return PBinder(self.binders[e])
-            return PVar(e.name_hint[len(PV_PREFIX):])
+            name = e.name_hint[len(PV_PREFIX):]
+            return PBinder(name) if name in self.outer else PVar(name)
         if isinstance(e, Constant):
             return PConst(e)
         if isinstance(e, Tuple):
@@ -246,10 +249,11 @@ class _Convert:
 
     def call(self, e: Call):
         if isinstance(e.op, GlobalVar) and e.op.name_hint == "__subst":
-            if len(e.args) != 3 or not isinstance(e.args[1], Var) or e.args[1] not in self.binders:
+            binder = self.convert(e.args[1]) if len(e.args) == 3 else None
+            if not isinstance(binder, PBinder):
                 raise PatternError("subst(?body, ?x, ?value) needs a let-bound ?x as its second "
                                    "argument", self.pos(e))
-            return PSubst(self.convert(e.args[0]), self.binders[e.args[1]], self.convert(e.args[2]))
+            return PSubst(self.convert(e.args[0]), binder.name, self.convert(e.args[2]))
         if not isinstance(e.op, Op):
             raise PatternError("only operators can be called in rule patterns", self.pos(e))
         op = lookup(e.op.name)

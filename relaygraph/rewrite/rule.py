@@ -65,7 +65,14 @@ class Rule:
                 self._facts.append(f"(!= ?{roots[i]} ?{roots[j]})")
         if self.cond is not None:
             self._facts += self.cond.egglog_facts(native, self._fresh)
-        if self._residue or self.computed:
+        # computed attributes egglog can look up in a table become query variables
+        self._computed_vars: dict[int, str] = {}
+        values = [e.egglog_value(self._fresh) for e in self.computed]
+        if all(v is not None for v in values):
+            for i, (facts, var) in enumerate(values):
+                self._facts += facts
+                self._computed_vars[i] = var
+        if self._residue or len(self._computed_vars) < len(self.computed):
             self.python_rewrite = PythonRewrite(self)
 
     @property
@@ -79,6 +86,9 @@ class Rule:
     def declarations(self) -> list[str]:
         """Egglog commands to run once before saturation."""
         out = [f"(ruleset {self.ruleset})"]
+        for e in [*self.computed, *([self.cond] if self.cond is not None else [])]:
+            for f in e.attr_functions():
+                out += f.declarations()
         if self.uses_scoping:
             out += scoping_declarations(self.ruleset)
         if self.python_rewrite is not None:
@@ -89,7 +99,8 @@ class Rule:
     def commands(self) -> list[str]:
         """The egglog rule command of this rule."""
         if self.python_rewrite is None:
-            actions = [f"(union ?{r} {rhs_term(p)})" for r, p in zip(self.roots, self.rhs)]
+            actions = [f"(union ?{r} {rhs_term(p, computed=self._computed_vars)})"
+                       for r, p in zip(self.roots, self.rhs)]
             facts = self._facts
         else:
             pr = self.python_rewrite
@@ -113,7 +124,9 @@ class PythonRewrite:
     a graph offering ``type_of(handle) -> Type``; it returns ``(root handle, expression)`` pairs
     whose leaves are the Vars in ``leaf_vars`` (named as the variables; ``leaves(bindings)``
     maps them to handles). A match whose condition fails, whose computed values are unknown
-    (symbolic shapes) or whose new expression would change the type gives no pairs.
+    (symbolic shapes) or whose new expression would change the type gives no pairs; so does a
+    multi-pattern match whose roots' handles are not increasing (each set of roots is merged
+    once, not once per order).
     """
 
     def __init__(self, rule: Rule) -> None:
@@ -121,9 +134,14 @@ class PythonRewrite:
         safe = rule.name.replace("<=", "-rev")
         self.relation = f"rw/{rule.ruleset}/{safe}"
         self.prebuilt: list[tuple[str, object]] = []
+        names: dict[object, str] = {}  # equal parts are built once
+        self._prebuilt_ids: dict[int, str] = {}
         for p in rule.rhs:
             for part in prebuilt_parts(p):
-                self.prebuilt.append((f"__b{len(self.prebuilt) + 1}", part))
+                if part not in names:
+                    names[part] = f"__b{len(names) + 1}"
+                    self.prebuilt.append((names[part], part))
+                self._prebuilt_ids[id(part)] = names[part]
         inside = {id(n) for _, part in self.prebuilt for n in walk(part)}
         used = []
         for p in rule.rhs:
@@ -151,6 +169,9 @@ class PythonRewrite:
     def build(self, bindings: dict[str, int], graph, check_types: bool) -> list[tuple[int, Expr]]:
         """``apply``, optionally without comparing the new expressions' types with the roots'."""
         rule = self.rule
+        handles = [bindings[r] for r in rule.roots]
+        if handles != sorted(handles):
+            return []  # a multi-pattern match is used once per set of roots, in handle order
         types: dict[str, Type | None] = {}
 
         def type_of(name: str):
@@ -167,7 +188,7 @@ class PythonRewrite:
             if not _concrete(v):
                 return []
             values.append(v)
-        prebuilt = {id(p): self.leaf_vars[name] for name, p in self.prebuilt}
+        prebuilt = {k: self.leaf_vars[name] for k, name in self._prebuilt_ids.items()}
         benv = BuildEnv(leaf=lambda n: self.leaf_vars[n], computed=values.__getitem__,
                         prebuilt=prebuilt)
         try:

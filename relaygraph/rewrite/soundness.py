@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import RuleError
 from ..eval import evaluate
 from ..ir.expr import Expr, Function, Tuple, Var
-from ..ir.traversal import substitute
+from ..ir.traversal import free_vars, substitute
 from ..ir.types import format_type
 from ..ops.domains import draw
 from ..ops.registry import lookup
@@ -135,7 +135,11 @@ def _right_side(rule: Rule, inst: Instance) -> list[Expr]:
         env = inst.env()
         return [build(p, env) for p in rule.rhs]
     pr = rule.python_rewrite
-    graph = _CheckGraph(rule, inst)
+    try:
+        graph = _CheckGraph(rule, inst)
+    except Exception as exc:  # noqa: BLE001 - a part egglog would build does not type-check
+        raise RuleError(f"rule {rule.name}: the right side does not type-check where the left "
+                        f"side does ({_describe(rule, inst)}): {exc}", rule.span) from None
     pairs = pr.build(graph.bindings(), graph, check_types=False)
     if not pairs:
         raise RuleError(f"rule {rule.name}: the Python right side gave nothing for a match "
@@ -145,6 +149,10 @@ def _right_side(rule: Rule, inst: Instance) -> list[Expr]:
 
 
 def _check_types(rule: Rule, inst: Instance, rhs: list[Expr]) -> None:
+    for name, var in inst.binders.items():
+        if any(var in free_vars(e) for e in rhs):
+            raise RuleError(f"rule {rule.name}: the right side uses ?{name} outside the let that "
+                            "binds it", rule.span)
     try:
         infer_type_expr(Tuple(rhs))
     except Exception as exc:  # noqa: BLE001 - any type error on the right side refuses the rule
@@ -160,8 +168,9 @@ def _check_types(rule: Rule, inst: Instance, rhs: list[Expr]) -> None:
 
 def _domains(rule: Rule) -> dict[str, str]:
     out = {}
-    for v, roles in leaf_roles(rule.lhs).items():
-        found = [lookup(op).input_domain(i) for op, i, _ in roles] or ["any"]
+    for v, occurrences in leaf_roles(rule.lhs).items():
+        direct = [places[0] for places in occurrences if lookup(places[0][0]) is not None]
+        found = [lookup(op).input_domain(i) for op, i, _ in direct] or ["any"]
         out[v] = min(found, key=lambda d: _DOMAIN_ORDER.index(d) if d in _DOMAIN_ORDER else 99)
     return out
 
@@ -181,12 +190,14 @@ def _compare(rule: Rule, inst: Instance, rhs: list[Expr], rng, result: CheckResu
         if a.shape != b.shape or a.dtype != b.dtype:
             raise _Mismatch(f"output {i}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}")
         if a.dtype.kind in "fc":
-            scale = max(1.0, float(np.nanmax(np.abs(a))) if a.size and not np.all(np.isnan(a)) else 1.0)
-            diff = np.abs(a.astype("float64") - b.astype("float64"))
-            diff = np.where(np.isnan(a) & np.isnan(b), 0.0, diff)
+            a64, b64 = a.astype("float64"), b.astype("float64")
+            finite = np.abs(a64[np.isfinite(a64)])
+            scale = max(1.0, float(finite.max()) if finite.size else 1.0)
+            same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))  # equal infinities, both NaN
+            diff = np.where(same, 0.0, np.abs(a64 - b64))
             diff = np.where(np.isnan(diff), np.inf, diff)
-            rel = diff / np.maximum(np.abs(a.astype("float64")), 1e-12)
-            bad = diff > ATOL * scale + RTOL * np.abs(b.astype("float64"))
+            rel = diff / np.maximum(np.abs(np.where(np.isfinite(a64), a64, 1.0)), 1e-12)
+            bad = ~same & ~(diff <= ATOL * scale + RTOL * np.abs(np.where(np.isfinite(b64), b64, 0)))
         else:
             diff = np.abs(a.astype("float64") - b.astype("float64"))
             rel = diff / np.maximum(np.abs(a.astype("float64")), 1)

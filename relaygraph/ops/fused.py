@@ -1,0 +1,160 @@
+"""Fused operators: a conv2d or dense with its bias and activation, and short elementwise chains,
+as single ops that ``rules/fusion.rules`` rewrites programs into.
+
+Each is defined by its parts: an anchor op (whose attributes the fused op takes) followed by
+steps. The type relation and the kernel run the parts' own relations and kernels in one
+function; FLOPs are the sum of the parts'; bytes are only the fused op's inputs and output,
+since the intermediate results never leave the kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.types import TensorType
+from ._base import PatternKind, defop, io_bytes
+from .registry import lookup
+
+__all__ = ["FUSED_OPS"]
+
+F32 = "float32"
+_GELU_SCALE = np.float32(0.70710677)  # 1/sqrt(2), as float32 (BERT's constant)
+
+
+def _t(shape, dtype=F32) -> TensorType:
+    return TensorType(shape, dtype)
+
+
+def _conv_channel_axis(attrs: dict) -> int:
+    return (attrs["out_layout"] or attrs["data_layout"]).index("C")
+
+
+# A step: (op name, which extra input it takes or None, attrs from the anchor's attrs)
+def _bias_conv(attrs):
+    return {"axis": _conv_channel_axis(attrs)}
+
+
+def _bias_dense(attrs):
+    return {"axis": -1}
+
+
+def _none(attrs):
+    return {}
+
+
+def _gelu(y):
+    from scipy.special import erf
+
+    half = (y * np.asarray(0.5, y.dtype)).astype(y.dtype, copy=False)
+    inner = erf((y * _GELU_SCALE.astype(y.dtype)).astype(y.dtype, copy=False)).astype(y.dtype)
+    return (half * (np.asarray(1, y.dtype) + inner)).astype(y.dtype, copy=False)
+
+
+_GELU_PARTS = ("multiply", "multiply", "erf", "add", "multiply")
+
+
+def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names: tuple,
+          examples: tuple, gelu: bool = False, doc: str = "") -> None:
+    """Register ``fused.<name>``: the anchor op, then ``steps`` (op, takes an extra input, attrs)."""
+    anchor_op = lookup(anchor)
+    n_extra = sum(1 for _, takes, _ in steps if takes)
+
+    def run_rel(arg_types, attrs):
+        t = anchor_op.type_relation(arg_types[:n_anchor], attrs)
+        types = [t]
+        k = n_anchor
+        for op, takes, step_attrs in steps:
+            inputs = [t] + ([arg_types[k]] if takes else [])
+            k += takes
+            t = lookup(op).type_relation(inputs, step_attrs(attrs))
+            types.append(t)
+        return t, types
+
+    def rel(arg_types, attrs):
+        return run_rel(arg_types, attrs)[0]
+
+    def kernel(args, attrs):
+        y = anchor_op.kernel(args[:n_anchor], attrs)
+        k = n_anchor
+        for op, takes, step_attrs in steps:
+            inputs = [y] + ([args[k]] if takes else [])
+            k += takes
+            y = lookup(op).kernel(inputs, step_attrs(attrs))
+        return _gelu(y) if gelu else y
+
+    def flops(arg_types, out_type, attrs):
+        _, types = run_rel(arg_types, attrs)
+        total = anchor_op.flops(arg_types[:n_anchor], types[0], attrs)
+        k = n_anchor
+        for (op, takes, step_attrs), before, after in zip(steps, types, types[1:]):
+            inputs = [before] + ([arg_types[k]] if takes else [])
+            k += takes
+            total = total + lookup(op).flops(inputs, after, step_attrs(attrs))
+        if gelu:
+            for op in _GELU_PARTS:
+                total = total + lookup(op).flops([out_type, out_type], out_type, {})
+        return total
+
+    inputs = tuple(anchor_op.input_names[:n_anchor]) + extra_names
+    assert len(inputs) == n_anchor + n_extra
+    defop(f"fused.{name}", n_anchor + n_extra, dict(anchor_op.attrs), rel, kernel,
+          PatternKind.OUT_ELEMWISE_FUSABLE, flops=flops, bytes=io_bytes,
+          domain=anchor_op.domain if isinstance(anchor_op.domain, str) else "any",
+          input_names=inputs, py_defaults=dict(anchor_op.py_defaults),
+          normalize=anchor_op.normalize, infer_inputs=None, examples=examples, doc=doc)
+
+
+_CONV_EX = (
+    ([_t((1, 3, 8, 8)), _t((4, 3, 3, 3))], {}),
+    ([_t((2, 3, 9, 7)), _t((4, 3, 3, 3))], {"padding": (1, 1), "strides": (2, 2)}),
+    ([_t((1, 4, 6, 6)), _t((6, 2, 3, 3))], {"groups": 2, "channels": 6, "kernel_size": (3, 3)}),
+)
+_DENSE_EX = (
+    ([_t((2, 8)), _t((5, 8))], {}),
+    ([_t((3, 2, 4)), _t((6, 4))], {"units": 6}),
+)
+
+
+def _with(examples, extra):
+    """Examples of the anchor with extra inputs appended (shaped from the anchor's output)."""
+    out = []
+    for types, attrs in examples:
+        channels = types[1].shape[0]
+        out.append(([*types, *[f(channels) for f in extra]], attrs))
+    return tuple(out)
+
+
+def _vec(c):
+    return _t((c,))
+
+
+_make("conv2d_bias", "nn.conv2d", 2, [("nn.bias_add", True, _bias_conv)], ("bias",),
+      _with(_CONV_EX, [_vec]), doc="nn.conv2d then nn.bias_add on the channel axis")
+_make("conv2d_relu", "nn.conv2d", 2, [("nn.relu", False, _none)], (),
+      _with(_CONV_EX, []), doc="nn.conv2d then nn.relu")
+_make("conv2d_bias_relu", "nn.conv2d", 2,
+      [("nn.bias_add", True, _bias_conv), ("nn.relu", False, _none)], ("bias",),
+      _with(_CONV_EX, [_vec]), doc="nn.conv2d, nn.bias_add on the channel axis, nn.relu")
+_make("dense_bias", "nn.dense", 2, [("nn.bias_add", True, _bias_dense)], ("bias",),
+      _with(_DENSE_EX, [_vec]), doc="nn.dense then nn.bias_add on the last axis")
+_make("dense_relu", "nn.dense", 2, [("nn.relu", False, _none)], (),
+      _with(_DENSE_EX, []), doc="nn.dense then nn.relu")
+_make("dense_bias_relu", "nn.dense", 2,
+      [("nn.bias_add", True, _bias_dense), ("nn.relu", False, _none)], ("bias",),
+      _with(_DENSE_EX, [_vec]), doc="nn.dense, nn.bias_add on the last axis, nn.relu")
+_make("dense_bias_gelu", "nn.dense", 2, [("nn.bias_add", True, _bias_dense)], ("bias",),
+      _with(_DENSE_EX, [_vec]), gelu=True,
+      doc="nn.dense, nn.bias_add, then GELU as BERT writes it: (y*0.5) * (1 + erf(y*0.70710677))")
+
+_ELEM_EX = (([_t((2, 3, 4)), _t((3, 1))], {}), ([_t((4,)), _t((4,))], {}))
+_make("add_relu", "add", 2, [("nn.relu", False, _none)], (), _ELEM_EX,
+      doc="add then nn.relu")
+_make("add_tanh", "add", 2, [("tanh", False, _none)], (), _ELEM_EX, doc="add then tanh")
+_make("add_sigmoid", "add", 2, [("sigmoid", False, _none)], (), _ELEM_EX, doc="add then sigmoid")
+_make("multiply_add", "multiply", 2, [("add", True, _none)], ("addend",),
+      (([_t((2, 3, 4)), _t((3, 1)), _t((4,))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
+      doc="multiply then add (a * b + c)")
+
+FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu", "fused.dense_bias",
+             "fused.dense_relu", "fused.dense_bias_relu", "fused.dense_bias_gelu", "fused.add_relu",
+             "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add")
