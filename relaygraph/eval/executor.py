@@ -102,11 +102,16 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def compile_function(func: Function, fused: str = "numexpr") -> Plan | None:
-    """The plan for ``func``, or None when it is not dataflow-only. Cached per function."""
-    key = (func, fused)
+    """The plan for ``func``, or None when it is not dataflow-only. Cached per function.
+
+    ``fused``: how ``Primitive`` groups run, ``"numexpr"`` (elementwise groups as one numexpr
+    program) or ``"sequence"`` (always op by op).
+    """
+    if fused not in ("numexpr", "sequence"):
+        raise ValueError(f"unknown fused-group mode {fused!r} (use 'numexpr' or 'sequence')")
     cache = _PLANS.get(func)
-    if cache is not None and key[1] in cache:
-        return cache[key[1]]
+    if cache is not None and fused in cache:
+        return cache[fused]
     try:
         plan = _Compiler(fused).compile(func)
     except NotDataflow:

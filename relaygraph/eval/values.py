@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.adt import Constructor
-from ..ir.expr import Function, Op
+from ..ir.expr import Function, Op, Var
 
 __all__ = [
     "ConstructorValue", "Closure", "RefValue", "OpValue", "format_value", "values_equal",
@@ -95,7 +95,7 @@ def _captured_names(closure: Closure) -> list[str]:
     env = closure.env
     names: list[str] = []
     while env is not None and len(names) < 8:
-        names.extend(f"%{k.name_hint}" for k in env.vars if hasattr(k, "uid") and hasattr(k, "name_hint"))
+        names.extend(f"%{k.name_hint}" for k in env.vars if isinstance(k, Var))  # not memo entries
         env = env.parent
     return names[:8]
 
