@@ -188,7 +188,7 @@ class _Direction:
 
     def _statement(self) -> str:
         end = max(p.offset + len(p.text) for p in (self.rt.lhs, self.rt.rhs, self.rt.cond) if p)
-        return " ".join(self.src.text[self.rt.offset:end].split())
+        return " ".join(self.src.code[self.rt.offset:end].split())
 
     def kinds(self, roots, multi: bool) -> Kinds:
         classes, attrs, binders, sites = set(root_names(len(roots), multi)), set(), set(), {}

@@ -25,7 +25,7 @@ from ..ir.types import Type, format_type
 from .build import BuildEnv, BuildError, build
 from .compile import lhs_term, prebuilt_parts, rhs_term
 from .cond import UNKNOWN, EvalEnv, Expression, Kinds, _eval
-from .pattern import PVar, walk
+from .pattern import PVar, children
 from .scoping import scoping_declarations
 
 __all__ = ["Rule", "PythonRewrite", "EggRule", "root_names"]
@@ -142,12 +142,16 @@ class PythonRewrite:
                     names[part] = f"__b{len(names) + 1}"
                     self.prebuilt.append((names[part], part))
                 self._prebuilt_ids[id(part)] = names[part]
-        inside = {id(n) for _, part in self.prebuilt for n in walk(part)}
         used = []
         for p in rule.rhs:
-            for n in walk(p):
-                if isinstance(n, PVar) and id(n) not in inside and n.name not in used:
+            stack = [p]
+            while stack:  # the variables outside the parts egglog builds
+                n = stack.pop()
+                if id(n) in self._prebuilt_ids:
+                    continue
+                if isinstance(n, PVar) and n.name not in used:
                     used.append(n.name)
+                stack.extend(reversed(children(n)))
         for e in [*rule.computed, *([rule.cond] if rule.cond is not None else [])]:
             for v in sorted(e.variables()):
                 if v in rule.kinds.classes and v not in used:

@@ -21,7 +21,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from ..errors import RuleError, Span
+from ..errors import RuleError, Span, register_source
 
 __all__ = ["Statement", "RuleText", "read_statements", "Located", "NAME_RE"]
 
@@ -64,7 +64,9 @@ class SourceFile:
     def __init__(self, name: str, text: str) -> None:
         self.name = name
         self.text = text
+        self.code = blank_comments(text)
         self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        register_source(name, text)  # so later errors about a rule can show its line
 
     def span(self, offset: int) -> Span:
         """The span (1-based line and column) of a file offset."""
@@ -103,7 +105,7 @@ def blank_comments(text: str) -> str:
 
 def read_statements(src: SourceFile) -> list[Statement]:
     """Split a rule file into statements (a statement continues on indented lines)."""
-    code = blank_comments(src.text)
+    code = src.code
     statements: list[Statement] = []
     start = None
     pos = 0
@@ -135,7 +137,7 @@ def parse_statement(src: SourceFile, stmt: Statement, ruleset: str) -> RuleText 
             raise src.error(f"a ruleset name is kebab-case (like `algebraic`), got `{rest}`",
                             base + m.end())
         return rest
-    if not keyword.startswith("rule"):
+    if keyword != "rule":
         raise src.error(f"expected `rule NAME : LEFT => RIGHT` or `ruleset NAME`, got `{keyword}`",
                         base)
     head = re.match(r"rule\s+([^\s:]*)\s*", text)
