@@ -262,3 +262,16 @@ def test_hundred_thousand_deep_chains():
     assert astext(parse(lets)) == lets
     calls = "free_var %x: float32; " + "negative(" * n + "%x" + ")" * n
     assert astext(parse_expr(calls)).count("negative(") == n
+
+
+def test_a_node_reached_by_two_paths_is_bound_before_both_uses():
+    # %n is found first under the outer if's else branch, then again under %i; it must still
+    # be placed where both of its users can see it (a post-order that is a topological order).
+    c = Var("c", TensorType((), "bool"))
+    n = op("negative", c)
+    inner = If(c, n, n)
+    x = Var("x2")
+    e = Function([c], If(c, Let(x, c, op("add", c, inner)), inner))
+    text = astext(e)
+    assert body(text).index("negative(%c)") < body(text).index("if (%c) {\n    %0")
+    roundtrip(e)

@@ -230,16 +230,25 @@ def _walk(root: Expr):
     order: list = []
     uses: dict = {}
     parent: dict = {}
-    seen = {root}
     bound_vars: set = set()
     used_vars: dict = {}
-    stack: list = [(root, False)]
+    refs = False
+    expanded: set = set()
+    stack: list = [root]
+    push, pop = stack.append, stack.pop
+    done = _DONE
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
+        node = pop()
+        if node is done:
+            order.append(pop())
             continue
-        stack.append((node, True))
+        # Marked when expanded, not when pushed: a node pushed by one parent and reached again
+        # through another must still come after both of them in the post-order.
+        if node in expanded:
+            continue
+        expanded.add(node)
+        push(node)
+        push(done)
         cls = type(node)
         if cls is Function:
             bound_vars.update(node.params)
@@ -251,6 +260,7 @@ def _walk(root: Expr):
             bound_vars.update(pattern_vars(node.lhs))
             kids = (node.rhs,)
         else:
+            refs = refs or cls in _REFS
             kids = node.children()
         for i in range(len(kids) - 1, -1, -1):
             child = kids[i]
@@ -260,16 +270,16 @@ def _walk(root: Expr):
                 continue
             uses[child] = uses.get(child, 0) + 1
             parent[child] = node
-            if child not in seen:
-                seen.add(child)
-                stack.append((child, False))
+            if child not in expanded:
+                push(child)
     free = [v for v in reversed(used_vars) if v not in bound_vars]
     # Nodes that read, write or make a reference cell, or contain one outside a function.
     effects: set = set()
-    for node in order:
-        cls = type(node)
-        if cls in _REFS or (cls is not Function and any(c in effects for c in _children(node))):
-            effects.add(node)
+    if refs:
+        for node in order:
+            cls = type(node)
+            if cls in _REFS or (cls is not Function and any(c in effects for c in _children(node))):
+                effects.add(node)
     return order, uses, parent, free, effects
 
 
@@ -588,6 +598,7 @@ class _Printer:
 
 
 _SCOPED = (Function, If, Match, Let)
+_DONE = object()  # marks, on the walk's stack, a node whose children are done
 _FLAT = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
 _REFS = (RefCreate, RefRead, RefWrite)
 
