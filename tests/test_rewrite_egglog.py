@@ -15,8 +15,8 @@ from relaygraph.ir import Call, Constant, If, Let, Op, TensorType, Tuple, TupleG
 from relaygraph.ir.types import TupleType, format_type
 from relaygraph.ops import lookup
 from relaygraph.rewrite import load_rules, parse_rules, program
-from relaygraph.rewrite.cond import egg_str
 from relaygraph.rewrite.compile import egg_list
+from relaygraph.rewrite.cond import egg_str
 from relaygraph.ty import infer_type_expr, known_type
 
 bindings = pytest.importorskip("egglog.bindings")

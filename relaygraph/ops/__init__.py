@@ -6,8 +6,7 @@ Every operator is a function here, named as in Relay: ``relaygraph.ops.add(a, b)
 
 import sys as _sys
 
-from . import conv, elemwise, init, join, linear, norm, pool, reduce, transform  # noqa: F401
-from . import fused  # noqa: F401,I001 - built from the ops above, so imported after them
+from . import conv, elemwise, fused, init, join, linear, norm, pool, reduce, transform  # noqa: F401
 from .builders import install as _install
 from .builders import make_call
 from .domains import draw, random_inputs

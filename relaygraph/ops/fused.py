@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.types import TensorType
+from . import conv, elemwise, linear  # noqa: F401 - the anchor and step ops, registered first
 from ._base import PatternKind, defop, io_bytes
 from .registry import lookup
 

@@ -23,7 +23,7 @@ from .pattern import (
     side_to_pattern,
     walk,
 )
-from .rule import EggRule, Rule, root_names
+from .rule import Rule, root_names
 from .sidetext import ANON, SideText, _Anon, prepare_side
 from .syntax import RuleText, SourceFile, parse_statement, read_statements
 
@@ -282,7 +282,7 @@ class _Direction:
                 elif isinstance(n, PCall):
                     op = lookup(n.op)
                     given = dict(n.attrs)
-                    for attr, spec in n.attrs:
+                    for _, spec in n.attrs:
                         if isinstance(spec, AVar) and spec.name not in kinds.attrs:
                             raise self.fail(f"attribute variable ?{spec.name} is not bound on "
                                             "the left side", self.rside, n.pos, var=spec.name)

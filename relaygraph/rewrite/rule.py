@@ -220,7 +220,8 @@ def _concrete(v) -> bool:
 def _same_types(rule: Rule, exprs: list[Expr], leaf_vars: dict, type_of) -> bool:
     """Whether the new expressions, typed from the leaves' types, have the roots' types."""
     from ..ir.traversal import substitute
-    from ..ty import infer_type, type_of as checked_type
+    from ..ty import infer_type
+    from ..ty import type_of as checked_type
 
     mapping = {}
     for name, var in leaf_vars.items():

@@ -210,7 +210,7 @@ def _compare(rule: Rule, inst: Instance, rhs: list[Expr], rng, result: CheckResu
             raise _Mismatch(
                 f"{_describe(rule, inst)}\ninputs: {_summary(inst, inputs)}\n"
                 f"output {i}: max abs error {float(np.max(diff)):.3g}, max rel error "
-                f"{float(np.max(rel)):.3g}; at {list(at)}: left {a[at]!r} vs right {b[at]!r}")
+                f"{float(np.max(rel)):.3g}; at {list(at)}: left {a[at].item()!r} vs right {b[at].item()!r}")
 
 
 def _describe(rule: Rule, inst: Instance) -> str:

@@ -196,7 +196,7 @@ def _scan(text: str, start: int):
 
 
 def _find_arrow(text: str, start: int) -> tuple[int, str]:
-    for i, c, depth in _scan(text, start):
+    for i, _, depth in _scan(text, start):
         if depth != 0:
             continue
         if text.startswith("<=>", i):
@@ -236,7 +236,7 @@ def _find_condition(text: str, start: int) -> int:
 
 def _matching(text: str, open_at: int) -> int:
     depth = 0
-    for i, c, d in _scan(text, open_at):
+    for i, c, _ in _scan(text, open_at):
         if c in "([{":
             depth += 1
         elif c in ")]}":
