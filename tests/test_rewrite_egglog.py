@@ -340,3 +340,15 @@ def test_tuple_type_classes_are_typed_for_split():
     x = Var("x", _t(4, 6))
     e = h.add(rg.op.split(x, indices_or_sections=2, axis=1))
     assert isinstance(h.type_of(e), TupleType)
+
+
+def test_shipped_egg_rules_project_tuples_of_any_length():
+    rules = load_rules(f"{RULES}/anf.egg")
+    assert [r.name for r in rules] == ["list-at-head", "list-at-tail", "project-tuple"]
+    h = Harness(rules)
+    fields = [Var(f"f{i}", _t(i + 1)) for i in range(5)]
+    tup = Tuple(fields)
+    projections = [h.add(TupleGetItem(tup, i)) for i in range(5)]
+    h.run("anf", 6)
+    assert all(h.same(p, h.add(f)) for p, f in zip(projections, fields))
+    assert not h.same(projections[0], projections[1])

@@ -6,7 +6,7 @@ import pytest
 
 import relaygraph as rg
 from relaygraph.errors import RuleError
-from relaygraph.rewrite import EggRule, load_rules, parse_rules, program
+from relaygraph.rewrite import AnalysisRule, EggRule, load_rules, parse_rules, program
 from relaygraph.rewrite.pattern import AComputed, ALit, AVar, PCall, PTuple
 
 RULES = "rules"
@@ -153,11 +153,15 @@ def test_multi_pattern_matches_each_set_of_roots_once():
 
 
 def test_let_binders_and_builtins():
-    r = _one("rule r : let ?x = ?v; ?b => subst(?b, ?x, ?v) if once(?x, ?b)")[0]
+    analysis, r = _one("rule r : let ?x = ?v; ?b => subst(?b, ?x, ?v) if once(?x, ?b)")
     cmd = r.commands()[0]
     assert "(= ?root (RLet ?x ?v ?b))" in cmd and "(once ?x ?b)" in cmd
     assert "(union ?root (Subst ?b ?x ?v))" in cmd
     assert any("(constructor Subst" in d for d in r.declarations())
+    # the analysis it reads is a rule object of its own, before it, generated from the op table
+    assert isinstance(analysis, AnalysisRule) and analysis.name == "alg-scoping"
+    assert any('"scope:subst/r:nn.conv2d@alg"' in c for c in analysis.commands())
+    assert all(":ruleset alg" in c for c in analysis.commands())
 
 
 def test_program_runs_each_declaration_once():

@@ -11,7 +11,7 @@ import relaygraph as rg
 from relaygraph.cli import main
 from relaygraph.errors import RuleError
 from relaygraph.ops.fused import FUSED_OPS
-from relaygraph.rewrite import load_rules, parse_rules
+from relaygraph.rewrite import Rule, load_rules, parse_rules
 from relaygraph.rewrite.soundness import check_rule, check_rules, format_results
 
 RULES = "rules"
@@ -22,10 +22,13 @@ def _check(text: str, **kw):
 
 
 def test_every_shipped_rule_is_sound():
-    results = check_rules(load_rules(RULES))
-    bad = [r for r in results if r.status != "sound"]
+    rules = load_rules(RULES)
+    results = check_rules(rules)
+    egglog_only = {r.name for r in rules if not isinstance(r, Rule)}  # tested in an e-graph
+    bad = [r for r in results if r.status != "sound" and r.rule not in egglog_only]
     assert not bad, format_results(bad)
-    assert len(results) >= 80
+    assert sum(r.status == "sound" for r in results) >= 80
+    assert all(r.status == "skipped" for r in results if r.rule in egglog_only)
 
 
 def test_a_wrong_rule_is_caught_with_a_counterexample():
@@ -76,11 +79,11 @@ def test_python_right_sides_are_checked_through_apply():
 
 
 def test_let_rules_use_the_bound_variable():
-    [ok] = _check("rule r : let ?x = ?v; ?b => subst(?b, ?x, ?v)")
+    [_, ok] = _check("rule r : let ?x = ?v; ?b => subst(?b, ?x, ?v)")
     assert ok.status == "sound", ok.detail
     [bad] = _check("rule r : let ?x = ?v; ?b => ?b")  # ?b may use ?x
     assert bad.status == "refused" and "outside the let" in bad.detail
-    [wrong] = _check("rule r : let ?x = ?v; ?b => subst(?b, ?x, negative(?v))", trials=5)
+    [_, wrong] = _check("rule r : let ?x = ?v; ?b => subst(?b, ?x, negative(?v))", trials=5)
     assert wrong.status == "unsound"
 
 

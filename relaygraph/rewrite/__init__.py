@@ -7,6 +7,7 @@ its compiler to egglog, and the soundness checker.
 """
 
 from .load import load_rules, parse_rules, program, rule_files
-from .rule import EggRule, PythonRewrite, Rule
+from .rule import AnalysisRule, EggRule, PythonRewrite, Rule
 
-__all__ = ["load_rules", "parse_rules", "program", "rule_files", "Rule", "EggRule", "PythonRewrite"]
+__all__ = ["load_rules", "parse_rules", "program", "rule_files", "Rule", "EggRule", "AnalysisRule",
+           "PythonRewrite"]

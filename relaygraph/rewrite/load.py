@@ -23,7 +23,7 @@ from .pattern import (
     side_to_pattern,
     walk,
 )
-from .rule import Rule, root_names
+from .rule import AnalysisRule, Rule, root_names
 from .sidetext import ANON, SideText, _Anon, prepare_side
 from .syntax import RuleText, SourceFile, parse_statement, read_statements
 
@@ -84,7 +84,10 @@ def _check_unique(rules) -> None:
 
 
 def parse_rules(text: str, source_name: str = "<string>", ruleset: str = "rules") -> list[Rule]:
-    """The rules of ``.rules`` text; RuleError naming file:line:column and the rule if bad."""
+    """The rules of ``.rules`` text; RuleError naming file:line:column and the rule if bad.
+
+    Rules that use ``free``, ``once`` or ``subst`` are preceded by their ruleset's analysis
+    (an AnalysisRule named ``<ruleset>-scoping``)."""
     src = SourceFile(source_name, text)
     rules: list[Rule] = []
     for stmt in read_statements(src):
@@ -92,7 +95,11 @@ def parse_rules(text: str, source_name: str = "<string>", ruleset: str = "rules"
         if isinstance(item, str):
             ruleset = item
             continue
-        rules += _make_rules(src, item)
+        made = _make_rules(src, item)
+        needs = {r.ruleset for r in made if r.uses_scoping} - {
+            r.ruleset for r in rules if isinstance(r, AnalysisRule)}
+        rules += [AnalysisRule(rs, src.span(item.offset)) for rs in sorted(needs)]
+        rules += made
     _check_unique(rules)
     return rules
 

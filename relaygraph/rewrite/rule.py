@@ -26,9 +26,9 @@ from .build import BuildEnv, BuildError, build
 from .compile import lhs_term, prebuilt_parts, rhs_term
 from .cond import UNKNOWN, EvalEnv, Expression, Kinds, _eval
 from .pattern import PVar, children
-from .scoping import scoping_declarations
+from .scoping import scoping_declarations, scoping_rules
 
-__all__ = ["Rule", "PythonRewrite", "EggRule", "root_names"]
+__all__ = ["Rule", "PythonRewrite", "EggRule", "AnalysisRule", "root_names"]
 
 
 def root_names(n: int, multi: bool) -> list[str]:
@@ -90,7 +90,7 @@ class Rule:
             for f in e.attr_functions():
                 out += f.declarations()
         if self.uses_scoping:
-            out += scoping_declarations(self.ruleset)
+            out += scoping_declarations()  # (the analysis itself: an AnalysisRule)
         if self.python_rewrite is not None:
             cols = " ".join(["RExpr"] * len(self.python_rewrite.variables))
             out.append(f"(relation {self.python_rewrite.relation} ({cols}))")
@@ -264,3 +264,34 @@ class EggRule:
     def __repr__(self) -> str:
         return f"<EggRule {self.name} [{self.ruleset}]>"
 
+
+
+@dataclass(eq=False)
+class AnalysisRule:
+    """The helper rules that compute what ``free``, ``once`` and ``subst`` read (free variables,
+    single uses, explicit substitution; see ``scoping.py``), as one rule object.
+
+    ``load_rules`` puts it before the first rule of a ruleset that needs it; a selection of
+    rules that keeps such a rule must keep its analysis too (``name``: ``<ruleset>-scoping``).
+    """
+
+    ruleset: str
+    span: Span | None = None
+    text: str = "free variables, single uses and substitution (generated from the op table)"
+    python_rewrite: None = None
+    lhs: None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.ruleset}-scoping"
+
+    def declarations(self) -> list[str]:
+        """The analyses' sorts, functions and constructors."""
+        return [f"(ruleset {self.ruleset})", *scoping_declarations()]
+
+    def commands(self) -> list[str]:
+        """One rule per constructor and analysis."""
+        return scoping_rules(self.ruleset)
+
+    def __repr__(self) -> str:
+        return f"<AnalysisRule {self.name}>"

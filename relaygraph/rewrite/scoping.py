@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..egraph.encoding import op_constructor
 from ..ops.registry import all_ops
 
-__all__ = ["scoping_declarations"]
+__all__ = ["scoping_declarations", "scoping_rules"]
 
 _SHAPES = {  # the expression inputs of the built-in constructors ("L" marks an RList)
     "RTuple": "L", "RProj": "E_", "RIf": "EEE", "RCall": "EL",
@@ -47,9 +47,9 @@ def _constructors():
     return out
 
 
-def scoping_declarations(ruleset: str) -> list[str]:
-    """The declarations and helper rules of the analyses, in ``ruleset``."""
-    decls = [
+def scoping_declarations() -> list[str]:
+    """The sorts, functions, relations and constructors of the analyses."""
+    return [
         "(sort VarSet (Set String))",
         "(function fv (RExpr) VarSet :merge (set-intersect old new))",
         "(function fvl (RList) VarSet :merge (set-intersect old new))",
@@ -58,6 +58,10 @@ def scoping_declarations(ruleset: str) -> list[str]:
         "(constructor Subst (RExpr String RExpr) RExpr)",
         "(constructor SubstL (RList String RExpr) RList)",
     ]
+
+
+def scoping_rules(ruleset: str) -> list[str]:
+    """The rules that compute the analyses and push substitutions down, in ``ruleset``."""
     r = ruleset
     rules = [
         _rule(r, "fv/RVar", ["(= e (RVar k))"], ["(set (fv e) (set-of k))"]),
@@ -91,7 +95,7 @@ def scoping_declarations(ruleset: str) -> list[str]:
     ]
     for name, shape in _constructors():
         rules.extend(_generic_rules(r, name, shape))
-    return decls + rules
+    return rules
 
 
 def _generic_rules(r: str, name: str, shape: str) -> list[str]:
