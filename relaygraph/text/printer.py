@@ -163,7 +163,7 @@ class _Layout:
     """Where each node of one printed root goes: inline or bound, and in which scope."""
 
     def __init__(self, root: Expr, root_scope: _Scope) -> None:
-        order, uses, parent, self.free, effects = _walk(root)
+        order, parent, self.free, effects = _walk(root)
         self.bound: set = set()
         # Interning makes equal reads of a cell one node, but each occurrence reads anew, so
         # effectful flat nodes print once per use rather than once per node.
@@ -176,20 +176,22 @@ class _Layout:
         for node in reversed(order):  # every user of a node comes before it
             cls = type(node)
             here = home[node]
-            count = uses.get(node, 0)
-            up = parent.get(node)
+            up = parent.get(node)  # the only user, or _MANY
             if cls is Call or cls is TupleGetItem or cls is Tuple:  # the common, flat case
-                if node is not root and (count != 1 or not _inline_slot(up, node)) and (
+                if node is not root and (up is _MANY or not _inline_slot(up, node)) and (
                         node not in self.fresh):
                     self.bound.add(node)
                 for child in node.children():
-                    if child in uses:
+                    if child in parent:
                         h = home.get(child)
-                        home[child] = here if h is None or h is here else _common(h, here)
+                        if h is None:
+                            home[child] = here
+                        elif h is not here:
+                            home[child] = _common(h, here)
                 continue
-            as_value = count == 1 and type(up) is Let and up.value is node
+            as_value = type(up) is Let and up.value is node
             inline = node is root or cls is Clause or node in self.fresh or (
-                count == 1 and _inline_slot(up, node))
+                up is not _MANY and _inline_slot(up, node))
             if not inline:
                 self.bound.add(node)
             if cls is Function:
@@ -226,9 +228,9 @@ class _Layout:
 
 
 def _walk(root: Expr):
-    """Post-order of the non-atomic nodes, use counts, last users and free variables."""
+    """Post-order of the non-atomic nodes, each one's only user (or _MANY), free variables and
+    the effectful nodes."""
     order: list = []
-    uses: dict = {}
     parent: dict = {}
     bound_vars: set = set()
     used_vars: dict = {}
@@ -268,8 +270,8 @@ def _walk(root: Expr):
                 if type(child) is Var:
                     used_vars[child] = None
                 continue
-            uses[child] = uses.get(child, 0) + 1
-            parent[child] = node
+            # One dict, rather than counts and parents, keeps the walk's memory small.
+            parent[child] = _MANY if child in parent else node
             if child not in expanded:
                 push(child)
     free = [v for v in reversed(used_vars) if v not in bound_vars]
@@ -280,7 +282,7 @@ def _walk(root: Expr):
             cls = type(node)
             if cls in _REFS or (cls is not Function and any(c in effects for c in _children(node))):
                 effects.add(node)
-    return order, uses, parent, free, effects
+    return order, parent, free, effects
 
 
 def _children(node) -> tuple:
@@ -457,18 +459,24 @@ class _Printer:
         """Bind ``node`` and every bound node it needs (children first), iteratively."""
         layout = self.layout
         names = self.names
+        bound = layout.bound
         stack = [node]
         while stack:
             n = stack[-1]
             if n in names:
                 stack.pop()
                 continue
-            pending = [c for c in _operands(n) if c in layout.bound and c not in names]
+            if type(n) is Call:  # (the common case, without building the operand tuple)
+                pending = [c for c in n.args if c in bound and c not in names]
+                if n.op in bound and n.op not in names:
+                    pending.insert(0, n.op)
+            else:
+                pending = [c for c in _operands(n) if c in bound and c not in names]
             if pending:
                 stack.extend(reversed(pending))
                 continue
             stack.pop()
-            fresh = yield from self.g_fresh_operands(n, layout.home[n])
+            fresh = (yield from self.g_fresh_operands(n, layout.home[n])) if layout.fresh else None
             if type(n) in _SCOPED:
                 text = yield self.g_text(n, fresh)
             else:
@@ -599,6 +607,7 @@ class _Printer:
 
 _SCOPED = (Function, If, Match, Let)
 _DONE = object()  # marks, on the walk's stack, a node whose children are done
+_MANY = object()  # the user of a node used more than once
 _FLAT = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
 _REFS = (RefCreate, RefRead, RefWrite)
 
