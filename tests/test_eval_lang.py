@@ -99,6 +99,7 @@ def test_closure_value_prints_readably():
     x, y = Var("x"), Var("y")
     clo = run(IRModule(), Let(x, const(1), Function([y], op("add", x, y))))
     assert repr(clo).startswith("<closure fn(%y)") and "%x" in repr(clo)
+    assert repr(rg.evaluate(Function([y], y))) == "<closure fn(%y)>"  # a function evaluates to itself
 
 
 def test_factorial_through_a_recursive_global():
@@ -235,6 +236,8 @@ def test_wrong_arity_names_the_function_and_counts():
     z = Var("z")
     with pytest.raises(rg.EvalError, match=r"fn\(%z\) takes 1, given 2"):
         run(mod, Call(Function([z], z), (const(1), const(2))))
+    with pytest.raises(rg.EvalError, match=r"fn\(%z\) takes 1, given 2"):  # on the executor
+        rg.evaluate(IRModule.from_expr(Call(Function([z], z), (const(1), const(2)))))
     _, cons, _ = list_module()
     with pytest.raises(rg.EvalError, match=r"constructor Cons takes 2, given 1"):
         run(mod, cons(const(1)))
@@ -275,6 +278,9 @@ def test_tuples_and_projection():
     assert rg.eval.format_value(rg.evaluate(t)) == "(1, (2.5, True))"
     with pytest.raises(rg.EvalError, match=r"projection \.0 of a non-tuple"):
         rg.evaluate(TupleGetItem(const(1), 0))
+    for engine in (True, False):
+        with pytest.raises(rg.EvalError, match=r"projection \.2 out of range for a tuple of 2"):
+            rg.evaluate(IRModule.from_expr(TupleGetItem(t, 2)), executor=engine)
 
 
 def test_evaluation_is_left_to_right():

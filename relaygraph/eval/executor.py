@@ -206,6 +206,9 @@ class _Compiler:
         if t is TupleGetItem:
             source = node.tuple_value
             if type(source) is Tuple:  # a projection of a tuple literal is just that field
+                if node.index >= len(source.fields):
+                    raise EvalError(f"projection .{node.index} out of range for a tuple of "
+                                    f"{len(source.fields)} fields")
                 return slot_of[source.fields[node.index]]
             return self.add(_project, [slot_of[source]], node.index, f".{node.index}")
         if t is Tuple:
@@ -217,8 +220,9 @@ class _Compiler:
         if type(callee) is Op:
             return self.add(_run_op(kernel_of(callee)), ins, node.attrs, callee.name)
         if len(callee.params) != len(ins):
-            raise EvalError(f"wrong number of arguments: a function of {len(callee.params)} "
-                            f"parameters is called with {len(ins)}")
+            names = ", ".join(f"%{p.name_hint}" for p in callee.params)
+            raise EvalError(f"wrong number of arguments: fn({names}) takes {len(callee.params)}, "
+                            f"given {len(ins)}")
         if callee.attrs.get("Primitive", 0):
             from .fused import fused_kernel
 
