@@ -1,0 +1,148 @@
+"""From the e-graph to extraction and back to Relay.
+
+``gym_document`` writes a frozen e-graph as an extraction-gym document in the form the cost
+models read (``relaygraph.egraph.cost.describe_from_json``): each node's ``op`` is the Relay
+operator name (or ``Var``, ``Constant``, ``GlobalVar``, ``Tuple``, ``TupleGetItem``, ``Let``,
+``If``, ``Call``, ``Function``), its children are its expression operands only (argument lists
+are flattened, attribute Strings become an ``attrs`` object), and ``class_data`` holds each
+class's type. Leaves and binders carry their ``key``, projections their ``index``. Class ids
+are ``c<handle>``.
+
+``read_back`` rebuilds the Relay expression an extractor chose (one node per class), children
+first and without recursion, with the program's own Var, Constant, GlobalVar and Function
+objects.
+"""
+
+from __future__ import annotations
+
+from ..errors import RelayError
+from ..ir.expr import Call, Expr, Function, If, Let, Op, Tuple, TupleGetItem
+from ..ops.registry import lookup
+from .encoding import OP_PREFIX, parse_attr_key
+from .scan import Snapshot
+from .tables import GraphState, RelayTables
+from .typer import tensor_json
+
+__all__ = ["gym_document", "read_back", "NODE_OPS"]
+
+NODE_OPS = {"RVar": "Var", "RConst": "Constant", "RGlobal": "GlobalVar", "RTuple": "Tuple",
+            "RProj": "TupleGetItem", "RLet": "Let", "RIf": "If", "RCall": "Call", "RFn": "Function"}
+_KEY_FIELD = {"RVar", "RConst", "RGlobal", "RLet", "RFn"}
+
+
+def gym_document(snap: Snapshot, state: GraphState, roots: list[int]) -> dict:
+    """The extraction-gym document of the e-graph, rooted at the classes of handles ``roots``.
+
+    A class is named ``c<handle>`` when it has a handle, else ``k<n>``.
+    """
+    names: dict = {c: f"c{h}" for c, h in snap.handle.items()}
+    entries = []
+    first_node: dict = {}
+    shared_attrs: dict = {}
+    for ctor, rows in snap.rows.items():
+        op = NODE_OPS.get(ctor) or ctor[len(OP_PREFIX):]
+        opdef = None if ctor in NODE_OPS else lookup(op)
+        for row in rows:
+            out = row.output
+            parsed = snap.parse(ctor, row.inputs)
+            if parsed is None or out not in snap.class_ty:
+                continue  # a broken list or an untyped class: not part of any program
+            kids, literals = parsed
+            name = names.get(out)
+            if name is None:
+                name = names[out] = f"k{len(names)}"
+            node = {"op": op, "eclass": name, "cost": 1.0}
+            if opdef is not None:
+                attrs = shared_attrs.get((op, literals))
+                if attrs is None:
+                    attrs = dict(zip(opdef.attrs, map(parse_attr_key, literals)))
+                    shared_attrs[(op, literals)] = attrs
+                node["attrs"] = attrs
+            elif ctor in _KEY_FIELD:
+                node["key"] = literals[0]
+            elif ctor == "RProj":
+                node["index"] = literals[0]
+            if row.subsumed:
+                node["subsumed"] = True
+            nid = f"n{len(entries)}"
+            first_node.setdefault(out, nid)
+            entries.append((nid, node, kids))
+    nodes = {}
+    for nid, node, kids in entries:
+        try:
+            node["children"] = [first_node[k] for k in kids]
+        except KeyError:
+            continue  # a child class with no usable node: this node can never be extracted
+        nodes[nid] = node
+    class_data = {}
+    entry_of: dict = {}  # one class_data entry per type text, shared
+    by_text = state.types.by_text
+    for c in first_node:
+        text = snap.type_text(c)
+        entry = entry_of.get(text)
+        if entry is None:
+            entry = entry_of[text] = {"type": text}
+            tensor = tensor_json(by_text[text])
+            if tensor is not None:
+                entry["tensor"] = tensor
+        class_data[names[c]] = entry
+    root_ids = [names[snap.class_of[r]] for r in roots]
+    return {"nodes": nodes, "root_eclasses": root_ids, "class_data": class_data}
+
+
+def read_back(graph, choice: dict[int, int], tables: RelayTables, root: int | None = None) -> Expr:
+    """The Relay expression chosen for a root class (index in ``graph``; default the first root)."""
+    start = graph.roots[0] if root is None else root
+    built: dict[int, Expr] = {}
+    attrs_cache: dict = {}
+    stack: list = [(start, False)]
+    while stack:
+        k, expanded = stack.pop()
+        if k in built:
+            continue
+        node = choice.get(k)
+        if node is None:
+            raise RelayError(f"{graph.name}: the choice has no node for e-class {graph.class_ids[k]}")
+        kids = graph.child_classes[node]
+        if not expanded:
+            stack.append((k, True))
+            stack.extend((c, False) for c in reversed(kids) if c not in built)
+            continue
+        built[k] = _rebuild(graph, node, [built[c] for c in kids], tables, attrs_cache)
+    return built[start]
+
+
+def _rebuild(graph, node: int, kids: list[Expr], tables: RelayTables, attrs_cache: dict) -> Expr:
+    op = graph.ops[node]
+    data = graph.node_data.get(node, {})
+    try:
+        if op == "Var":
+            return tables.vars[data["key"]]
+        if op == "Constant":
+            return tables.consts[data["key"]]
+        if op == "GlobalVar":
+            return tables.globals[data["key"]]
+    except KeyError:
+        raise RelayError(f"{graph.name}: the e-graph holds a {op} {data.get('key')!r} that this program "
+                         f"does not know; a rule made a leaf without registering it") from None
+    if op == "Tuple":
+        return Tuple(tuple(kids))
+    if op == "TupleGetItem":
+        return TupleGetItem(kids[0], data["index"])
+    if op == "Let":
+        return Let(tables.vars[data["key"]], kids[0], kids[1])
+    if op == "If":
+        return If(*kids)
+    if op == "Call":
+        return Call(kids[0], tuple(kids[1:]))
+    if op == "Function":
+        fn = tables.fns[data["key"]]
+        return Function(fn.params, kids[0], fn.ret_type, fn.type_params, fn.attrs)
+    opdef = lookup(op)
+    if opdef is None:
+        raise RelayError(f"{graph.name}: node {graph.node_ids[node]!r} has unknown op {op!r}")
+    raw = data.get("attrs") or {}
+    hit = attrs_cache.get(id(raw))  # gym_document shares one attrs object per distinct value
+    if hit is None or hit[0] is not raw:
+        hit = attrs_cache[id(raw)] = (raw, opdef.canonical_attrs(raw))
+    return Call(Op(op), tuple(kids), hit[1])

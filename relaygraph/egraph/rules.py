@@ -1,0 +1,163 @@
+"""Rules as saturation sees them: egglog text in rulesets of their own, and their Python halves.
+
+A rule is an object from ``relaygraph.rewrite`` (``.name``, ``.ruleset``, ``.declarations()``,
+``.commands()``, ``.python_rewrite``) or plain egglog text (declarations, and ``rewrite``,
+``birewrite`` and ``rule`` commands, each becoming a rule of its own). Every rule's commands
+are moved into a ruleset of their own (``rg-rule-<i>``) so that the scheduler can hold back
+one rule without the others; egglog reports matches under the commands' ``:name``, which
+``RuleSpec.report_names`` maps back to the rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import RelayError, RuleError
+
+__all__ = ["RuleSpec", "prepare_rules", "split_commands", "install_rules"]
+
+_RULE_HEADS = ("rewrite", "birewrite", "rule")
+
+
+def split_commands(text: str) -> list[str]:
+    """The top-level s-expressions of egglog text (strings and ``;`` comments respected)."""
+    out: list[str] = []
+    depth, start, i, n = 0, None, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == ";":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        if ch == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif ch == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise RuleError(f"unbalanced ')' in egglog text at offset {i}")
+            if depth == 0:
+                out.append(text[start:i + 1])
+        i += 1
+    if depth:
+        raise RuleError("unbalanced '(' in egglog text: a command is not closed")
+    return out
+
+
+def _head(command: str) -> str:
+    return command[1:].split(None, 1)[0] if command[1:].strip() else ""
+
+
+@dataclass
+class RuleSpec:
+    """One rule ready to install: its own ruleset, declarations, commands, Python half."""
+
+    name: str
+    ruleset: str
+    declarations: list[str]
+    commands: list[str]
+    relation: str | None = None  # the match relation of a Python rewrite
+    variables: list[str] = field(default_factory=list)
+    report_names: set[str] = field(default_factory=set)
+
+
+def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
+    """RuleSpecs for rule objects and egglog text, and each Python rewrite by rule name."""
+    if isinstance(rules, str) or hasattr(rules, "commands"):
+        rules = [rules]
+    specs: list[RuleSpec] = []
+    python: dict[str, object] = {}
+    for rule in rules:
+        if isinstance(rule, str):
+            specs.extend(_text_rules(rule, len(specs)))
+            continue
+        if not hasattr(rule, "commands") or not hasattr(rule, "name"):
+            raise RuleError(f"saturate: expected rule objects or egglog text, got {type(rule).__name__}")
+        name = str(rule.name)
+        spec = RuleSpec(name, f"rg-rule-{len(specs)}", list(rule.declarations()), list(rule.commands()))
+        rewrite = getattr(rule, "python_rewrite", None)
+        if rewrite is not None:
+            spec.relation, spec.variables = rewrite.relation, list(rewrite.variables)
+            python[name] = rewrite
+        specs.append(spec)
+    names = [s.name for s in specs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise RuleError(f"two rules are named {dup!r}; rule names must be unique")
+    return specs, python
+
+
+def _text_rules(text: str, first: int) -> list[RuleSpec]:
+    commands = split_commands(text)
+    decls = [c for c in commands if _head(c) not in _RULE_HEADS]
+    bad = [c for c in decls if _head(c) in ("run", "run-schedule", "check", "extract", "push", "pop")]
+    if bad:
+        raise RuleError(f"egglog rule text may only declare and define rules; found {bad[0][:60]!r}")
+    rules = [c for c in commands if _head(c) in _RULE_HEADS]
+    out = []
+    for i, command in enumerate(rules):
+        name = _declared_name(command) or " ".join(command.split())
+        out.append(RuleSpec(name, f"rg-rule-{first + i}", decls if i == 0 else [], [command]))
+    if not rules and decls:
+        out.append(RuleSpec(f"declarations-{first}", f"rg-rule-{first}", decls, []))
+    return out
+
+
+def _declared_name(command: str) -> str | None:
+    marker = command.find(':name "')
+    if marker < 0:
+        return None
+    start = marker + len(':name "')
+    end = command.find('"', start)
+    return command[start:end] if end > start else None
+
+
+_CTOR_TOKEN = re.compile(r"\((r:[A-Za-z0-9_.]+|R[A-Z][A-Za-z]*)(?=[\s()])")
+
+
+def mentioned_constructors(texts) -> set[str]:
+    """The Relay constructors egglog text names (so their typing rules exist before it runs)."""
+    from .backend import constructor_fields
+
+    out: set[str] = set()
+    for text in texts:
+        for name in _CTOR_TOKEN.findall(text):
+            try:
+                constructor_fields(name)
+            except RelayError:
+                continue  # not one of ours (a sort, or an unknown op the rule compiler reports)
+            out.add(name)
+    if out & {"RTuple", "RCall"}:
+        out.add("RCons")
+    return out
+
+
+def install_rules(egraph, specs: list[RuleSpec]) -> None:
+    """Declare and define the rules in the e-graph (recorded in its journal), once each."""
+    from .backend import EgglogError
+
+    ctors = mentioned_constructors(t for s in specs for t in (*s.declarations, *s.commands))
+    if ctors:
+        egraph.declare_constructors(ctors)
+    declared = egraph.declared
+    for spec in specs:
+        try:
+            for decl in spec.declarations:
+                key = " ".join(decl.split())
+                if key not in declared:
+                    egraph.record_egglog(decl)
+                    declared.add(key)
+            if spec.ruleset not in declared:
+                egraph.record_egglog(f"(ruleset {spec.ruleset})")
+                declared.add(spec.ruleset)
+            for command in spec.commands:
+                spec.report_names |= egraph.record_egglog(command, spec.ruleset, spec.name)
+        except EgglogError as exc:
+            detail = " ".join(exc.detail.split()) or str(exc)
+            raise RuleError(f"rule {spec.name}: egglog refused it: {detail}") from None
