@@ -83,7 +83,12 @@ def attr_key(value) -> str:
 
 def parse_attr_key(text: str):
     """The attribute value back from ``attr_key``."""
-    return ast.literal_eval(text)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        # repr() writes nan and inf as bare names, which literal_eval refuses: read just those two.
+        tree = _SpecialFloats().visit(ast.parse(text, mode="eval"))
+        return ast.literal_eval(tree.body)
 
 
 def op_attr_keys(op: OpDef, attrs) -> tuple[str, ...]:
@@ -102,21 +107,12 @@ class _SpecialFloats(ast.NodeTransformer):
         return ast.copy_location(ast.Constant(_SPECIAL_FLOATS[node.id]), node)
 
 
-def _literal(text: str):
-    # repr() writes nan and inf as bare names, which literal_eval refuses: read just those two.
-    try:
-        return parse_attr_key(text)
-    except (ValueError, SyntaxError):
-        tree = _SpecialFloats().visit(ast.parse(text, mode="eval"))
-        return ast.literal_eval(tree.body)
-
-
 def attrs_from_keys(op: OpDef, keys) -> Attrs:
     """A call's canonical ``Attrs`` back from its attribute Strings (see ``op_attr_keys``)."""
     keys = tuple(keys)
     if len(keys) != len(op.attrs):
         raise ValueError(f"{op.name} has {len(op.attrs)} attributes, got {len(keys)} values")
-    return op.canonical_attrs(dict(zip(op.attrs, map(_literal, keys))))
+    return op.canonical_attrs(dict(zip(op.attrs, map(parse_attr_key, keys))))
 
 
 def var_key(var: Var) -> str:
