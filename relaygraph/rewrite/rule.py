@@ -4,8 +4,8 @@ The interface the e-graph bridge uses:
 
 - ``rule.name``, ``rule.ruleset``
 - ``rule.declarations()``: egglog commands to run once before saturation (the ruleset, match
-  relations, helper analyses). Several rules return some of the same commands: run each
-  distinct command once, in first-seen order (``relaygraph.rewrite.program`` does that).
+  relations, attribute tables, the let analyses' sorts). Several rules return some of the same
+  commands: run each distinct command once, in first-seen order (``rewrite.program`` does).
 - ``rule.commands()``: the egglog ``rule`` command(s), with ``:ruleset`` and ``:name``.
 - ``rule.python_rewrite``: None when egglog does everything; else a ``PythonRewrite`` whose
   ``relation`` collects the matches (one column per name in ``variables``, each an e-class)
@@ -24,7 +24,7 @@ from ..ir.expr import Expr, Var
 from ..ir.types import Type, format_type
 from .build import BuildEnv, BuildError, build
 from .compile import lhs_term, prebuilt_parts, rhs_term
-from .cond import UNKNOWN, EvalEnv, Expression, Kinds, _eval
+from .cond import UNKNOWN, EvalEnv, Expression, Kinds, evaluate
 from .pattern import PVar, children
 from .scoping import scoping_declarations, scoping_rules
 
@@ -184,7 +184,7 @@ class PythonRewrite:
             return types[name]
 
         env = EvalEnv(type_of, _no_attr)
-        if not all(_eval(part, env) is True for part in rule._residue):
+        if not all(evaluate(part, env) is True for part in rule._residue):
             return []
         values = []
         for e in rule.computed:
