@@ -135,3 +135,19 @@ def test_cli_bad_input_exits_2(capsys, tmp_path):
     assert main(["rules", "check", str(broken)]) == 2
     err = capsys.readouterr().err
     assert f"{broken}:1:" in err and "rule oops" in err and "^" in err
+
+
+def test_bert_saturates_with_the_shipped_rules_and_merges_qkv():
+    driver = pytest.importorskip("relaygraph.egraph.saturate", reason="no saturation driver yet")
+    mod, params = rg.zoo.get("bert", small=True)
+    rules = load_rules([f"{RULES}/algebraic.rules", f"{RULES}/fusion.rules"])
+    report = driver.saturate(mod, rules, node_limit=50_000, time_limit=None, progress=False)
+    assert report.stop_reason in ("saturated", "node-limit", "iter-limit")
+    assert report.matches.get("merge-dense-split", 0) > 0
+    assert report.matches.get("fuse-dense-bias", 0) > 0
+    best = rg.IRModule.from_expr(report.egraph.extract("greedy-dag"))
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((1, 8, 32)).astype("float32")
+    want = rg.evaluate(mod, data=data, **params)
+    got = rg.evaluate(best, data=data, **params)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
