@@ -24,7 +24,7 @@ WEIGHTS = 8
 
 def program(layers: int) -> str:
     """The canonical text of a ``layers``-block residual MLP (as the printer writes it)."""
-    params = ", ".join([f"%x: Tensor[(1, 64), float32]"]
+    params = ", ".join(["%x: Tensor[(1, 64), float32]"]
                        + [f"%w{i}: Tensor[(64, 64), float32]" for i in range(WEIGHTS)]
                        + [f"%b{i}: Tensor[(64), float32]" for i in range(WEIGHTS)])
     lines = [f"def @main({params}) {{"]
