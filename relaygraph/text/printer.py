@@ -6,7 +6,8 @@ everywhere else (a call's arguments, a tuple's fields, ...) and whenever it is u
 once it is bound once as ``%N = ...;`` in the innermost scope that holds all its uses (scopes
 are function bodies, if branches and match arms). Lets print flat. Binding sites show type
 annotations; calls show only attributes that differ from the op's defaults; tensor constants
-go to the ``#[metadata]`` section.
+go to the ``#[metadata]`` section. Interning makes equal reads of a reference cell one node, so
+nodes that touch references are the exception to sharing: each use prints its own binding.
 
 Printing is one pass over the DAG to place nodes, then a walk that emits each binding just
 before its first use. Nested scopes are printed through an explicit stack of generators, so
