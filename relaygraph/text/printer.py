@@ -18,16 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ..ir.adt import (
-    Clause,
-    Constructor,
-    Match,
-    PatternConstructor,
-    PatternTuple,
-    PatternVar,
-    TypeData,
-    pattern_vars,
-)
+from ..ir.adt import Constructor, Match, PatternConstructor, PatternTuple, PatternVar, TypeData
 from ..ir.expr import (
     Call,
     Constant,
@@ -48,6 +39,7 @@ from ..ir.module import IRModule
 from ..ir.types import Type, format_type
 from .attrtext import format_attrs
 from .lalr import no_gc
+from .layout import SCOPED, Layout, Scope, is_atom, operands
 from .literals import scalar_literal
 from .metadata import write_metadata
 from .source import VERSION
@@ -55,7 +47,6 @@ from .source import VERSION
 __all__ = ["astext"]
 
 HEADER = f'#[version = "{VERSION}"]'
-_ATOMS = (Var, GlobalVar, Op, Constant, Constructor)
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_/]|/(?=[/*])")
 
 
@@ -131,182 +122,6 @@ def _render(pieces) -> str:
     return "\n".join(out)
 
 
-class _Scope:
-    """A block of lines: a function body, an if branch, a match arm, a parenthesized let."""
-
-    __slots__ = ("parent", "depth", "lines")
-
-    def __init__(self, parent: _Scope | None) -> None:
-        self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
-        self.lines: list[str] = []
-
-
-def _common(a: _Scope, b: _Scope) -> _Scope:
-    while a.depth > b.depth:
-        a = a.parent
-    while b.depth > a.depth:
-        b = b.parent
-    while a is not b:
-        a, b = a.parent, b.parent
-    return a
-
-
-def _is_atom(node) -> bool:
-    cls = type(node)
-    if cls in _ATOMS:
-        return True
-    # A zero-arity constructor applied to nothing prints as its bare name.
-    return cls is Call and not node.args and type(node.op) is Constructor and not node.op.inputs
-
-
-class _Layout:
-    """Where each node of one printed root goes: inline or bound, and in which scope."""
-
-    def __init__(self, root: Expr, root_scope: _Scope) -> None:
-        order, parent, self.free, effects = _walk(root)
-        self.bound: set = set()
-        # Interning makes equal reads of a cell one node, but each occurrence reads anew, so
-        # effectful flat nodes print once per use rather than once per node.
-        self.fresh: set = {n for n in effects if type(n) in _FLAT}
-        self.home: dict = {root: root_scope}
-        self.scopes: dict = {}  # node -> the scope(s) it opens
-        self.paren: set = set()  # lets printed in parentheses
-        self.wrapped: set = set()  # matches that need parentheses to read back in TVM
-        home = self.home
-        for node in reversed(order):  # every user of a node comes before it
-            cls = type(node)
-            here = home[node]
-            up = parent.get(node)  # the only user, or _MANY
-            if cls is Call or cls is TupleGetItem or cls is Tuple:  # the common, flat case
-                if node is not root and (up is _MANY or not _inline_slot(up, node)) and (
-                        node not in self.fresh):
-                    self.bound.add(node)
-                for child in node.children():
-                    if child in parent:
-                        h = home.get(child)
-                        if h is None:
-                            home[child] = here
-                        elif h is not here:
-                            home[child] = _common(h, here)
-                continue
-            as_value = type(up) is Let and up.value is node
-            inline = node is root or cls is Clause or node in self.fresh or (
-                up is not _MANY and _inline_slot(up, node))
-            if not inline:
-                self.bound.add(node)
-            if cls is Function:
-                inner = self.scopes[node] = _Scope(here)
-                self._use(node.body, inner)
-            elif cls is If:
-                t, f = _Scope(here), _Scope(here)
-                self.scopes[node] = (t, f)
-                self._use(node.cond, here)
-                self._use(node.true_branch, t)
-                self._use(node.false_branch, f)
-            elif cls is Clause:
-                inner = self.scopes[node] = _Scope(here)
-                self._use(node.rhs, inner)
-            elif cls is Let:
-                # A let that is bound, or is another let's value, prints in parentheses with
-                # a scope of its own; elsewhere lets print flat in the enclosing scope.
-                if not inline or as_value:
-                    self.paren.add(node)
-                    here = self.scopes[node] = _Scope(here)
-                self._use(node.value, here)
-                self._use(node.body, here)
-            else:
-                if cls is Match and (not inline or as_value):
-                    self.wrapped.add(node)
-                for child in node.children():
-                    self._use(child, here)
-
-    def _use(self, child, scope: _Scope) -> None:
-        if _is_atom(child) or not isinstance(child, (Expr, Clause)):
-            return
-        home = self.home.get(child)
-        self.home[child] = scope if home is None else _common(home, scope)
-
-
-def _walk(root: Expr):
-    """Post-order of the non-atomic nodes, each one's only user (or _MANY), free variables and
-    the effectful nodes."""
-    order: list = []
-    parent: dict = {}
-    bound_vars: set = set()
-    used_vars: dict = {}
-    refs = False
-    expanded: set = set()
-    stack: list = [root]
-    push, pop = stack.append, stack.pop
-    done = _DONE
-    while stack:
-        node = pop()
-        if node is done:
-            order.append(pop())
-            continue
-        # Marked when expanded, not when pushed: a node pushed by one parent and reached again
-        # through another must still come after both of them in the post-order.
-        if node in expanded:
-            continue
-        expanded.add(node)
-        push(node)
-        push(done)
-        cls = type(node)
-        if cls is Function:
-            bound_vars.update(node.params)
-            kids = (node.body,)
-        elif cls is Let:
-            bound_vars.add(node.var)
-            kids = (node.value, node.body)
-        elif cls is Clause:
-            bound_vars.update(pattern_vars(node.lhs))
-            kids = (node.rhs,)
-        else:
-            refs = refs or cls in _REFS
-            kids = node.children()
-        for i in range(len(kids) - 1, -1, -1):
-            child = kids[i]
-            if type(child) in _ATOMS or _is_atom(child):
-                if type(child) is Var:
-                    used_vars[child] = None
-                continue
-            # One dict, rather than counts and parents, keeps the walk's memory small.
-            parent[child] = _MANY if child in parent else node
-            if child not in expanded:
-                push(child)
-    free = [v for v in reversed(used_vars) if v not in bound_vars]
-    # Nodes that read, write or make a reference cell, or contain one outside a function.
-    effects: set = set()
-    if refs:
-        for node in order:
-            cls = type(node)
-            if cls in _REFS or (cls is not Function and any(c in effects for c in _children(node))):
-                effects.add(node)
-    return order, parent, free, effects
-
-
-def _children(node) -> tuple:
-    cls = type(node)
-    if cls is Let:
-        return (node.value, node.body)
-    if cls is Clause:
-        return (node.rhs,)
-    return node.children()
-
-
-def _inline_slot(parent, child) -> bool:
-    """Whether ``child`` sits where TVM may inline it (a scope's result or a let's value)."""
-    cls = type(parent)
-    if cls is Let:
-        return True
-    if cls is Function:
-        return parent.body is child
-    if cls is If:
-        return parent.cond is not child
-    return cls is Clause
-
-
 class _Printer:
     """One printing: names, temporaries and metadata are shared by all items of a module."""
 
@@ -332,8 +147,8 @@ class _Printer:
         return self.root(expr, None)
 
     def root(self, expr: Expr, def_prefix: str | None) -> str:
-        scope = _Scope(None)
-        self.layout = _Layout(expr, scope)
+        scope = Scope(None)
+        self.layout = Layout(expr, scope)
         self.names: dict = {}  # bound node -> %N, for this root
         for var in self.layout.free:
             if var not in self.var_names:
@@ -435,9 +250,9 @@ class _Printer:
                 parts.extend(format_attrs(node, self.attr_cache))
             return f"{ref(node.op)}({', '.join(parts)})"
         if fresh:
-            ops = [fresh[i] if i in fresh else self.ref(c) for i, c in enumerate(_operands(node))]
+            ops = [fresh[i] if i in fresh else self.ref(c) for i, c in enumerate(operands(node))]
         else:
-            ops = [self.ref(c) for c in _operands(node)]
+            ops = [self.ref(c) for c in operands(node)]
         if cls is Call:
             parts = ops[1:]
             if node.attrs:
@@ -472,13 +287,13 @@ class _Printer:
                 if n.op in bound and n.op not in names:
                     pending.insert(0, n.op)
             else:
-                pending = [c for c in _operands(n) if c in bound and c not in names]
+                pending = [c for c in operands(n) if c in bound and c not in names]
             if pending:
                 stack.extend(reversed(pending))
                 continue
             stack.pop()
-            fresh = (yield from self.g_fresh_operands(n, layout.home[n])) if layout.fresh else None
-            if type(n) in _SCOPED:
+            fresh = (yield from self.g_freshoperands(n, layout.home[n])) if layout.fresh else None
+            if type(n) in SCOPED:
                 text = yield self.g_text(n, fresh)
             else:
                 text = self.flat(n, fresh)
@@ -491,39 +306,39 @@ class _Printer:
         self.counter += 1
         return name
 
-    def g_fresh_operands(self, node, scope: _Scope):
+    def g_freshoperands(self, node, scope: Scope):
         """Bind each use of the node's effectful operands; returns {position: name} or None."""
         fresh = None
-        for i, c in enumerate(_operands(node)):
+        for i, c in enumerate(operands(node)):
             if c in self.layout.fresh:
                 if fresh is None:
                     fresh = {}
                 fresh[i] = yield self.g_fresh(c, scope)
         return fresh
 
-    def g_fresh(self, node, scope: _Scope):
+    def g_fresh(self, node, scope: Scope):
         """Bind one use of an effectful node in ``scope``: interning made equal reads of a
         cell one node, but every occurrence reads anew, so each use gets its own binding."""
-        for c in _operands(node):
+        for c in operands(node):
             if c in self.layout.bound and c not in self.names:
                 yield from self.g_emit(c)
-        fresh = yield from self.g_fresh_operands(node, scope)
+        fresh = yield from self.g_freshoperands(node, scope)
         name = self.temp()
         scope.lines.append(f"{name} = {self.flat(node, fresh)}{self.type_comment(node)};")
         return name
 
-    def g_value(self, node, scope: _Scope):
+    def g_value(self, node, scope: Scope):
         """The text of a node in an inline position (a scope's result or a let's value)."""
-        if _is_atom(node):
+        if is_atom(node):
             return self.ref(node)
         if node in self.layout.bound:
             yield from self.g_emit(node)
             return self.names[node]
-        for c in _operands(node):
+        for c in operands(node):
             if c in self.layout.bound and c not in self.names:
                 yield from self.g_emit(c)
-        fresh = yield from self.g_fresh_operands(node, scope)
-        if type(node) in _SCOPED:
+        fresh = yield from self.g_freshoperands(node, scope)
+        if type(node) in SCOPED:
             text = yield self.g_text(node, fresh)
         else:
             text = self.flat(node, fresh)
@@ -579,7 +394,7 @@ class _Printer:
             return f"({', '.join(self.pattern(p) for p in pat.patterns)})"
         return "_"
 
-    def g_scope(self, scope: _Scope, expr):
+    def g_scope(self, scope: Scope, expr):
         """Print a scope whose result is ``expr``: its bindings, its lets, then the result."""
         layout = self.layout
         cur = expr
@@ -604,27 +419,6 @@ class _Printer:
             fields = f"({', '.join(format_type(t) for t in c.inputs)})" if c.inputs else ""
             ctors.append(f"  {clean_name(c.name_hint, 'C')}{fields},")
         return f"type {head} {{\n" + "\n".join(ctors) + ("\n}" if ctors else "}")
-
-
-_SCOPED = (Function, If, Match, Let)
-_DONE = object()  # marks, on the walk's stack, a node whose children are done
-_MANY = object()  # the user of a node used more than once
-_FLAT = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
-_REFS = (RefCreate, RefRead, RefWrite)
-
-
-def _operands(node) -> tuple:
-    """The children of a node that print in its own scope (not inside a scope it opens)."""
-    cls = type(node)
-    if cls is Call:
-        return (node.op, *node.args)
-    if cls is If:
-        return (node.cond,)
-    if cls is Match:
-        return (node.data,)
-    if cls in (Function, Let):
-        return ()
-    return node.children()
 
 
 def _type_oracle():
