@@ -68,6 +68,7 @@ class ExprActions:
         return node
 
     def fail(self, message: str, pos: int) -> ParseError:
+        """A ParseError at offset ``pos``."""
         return self.source.error(message, pos)
 
     # -- atoms --------------------------------------------------------------------------------
@@ -158,6 +159,7 @@ class ExprActions:
         return self.call(k[0], k[2], p[0])
 
     def call(self, callee: Expr, items: list, pos: int) -> Call:
+        """A call from its callee and its arguments and ``name=value`` attributes."""
         args, attrs = [], {}
         for item in items:
             if type(item) is CallAttr:
@@ -179,6 +181,7 @@ class ExprActions:
         return self.at(Call(callee, tuple(args), canonical), pos)
 
     def op_attrs(self, name: str, attrs: dict, pos: int) -> Attrs | None:
+        """An op call's attributes in canonical form (only values that differ from defaults)."""
         # Programs repeat the same attributes over and over: canonicalise each set once.
         key = (name, repr([(a.name, a.value) for a in attrs.values()])) if attrs else name
         hit = self.attr_cache.get(key)
@@ -199,6 +202,7 @@ class ExprActions:
             raise self.fail(f"bad attributes for {name}: {exc}", pos) from None
 
     def plain_attrs(self, attrs: dict) -> Attrs:
+        """Attributes of a call of something other than an op, as given."""
         values = {}
         for item in attrs.values():
             try:
@@ -307,6 +311,7 @@ class ExprActions:
         return f"{k[0]}({', '.join(args)})"
 
     def dim_text(self, d, pos: int) -> str:
+        """A dimension as a term of a larger symbolic expression."""
         if d is Any:
             raise self.fail("`?` stands for a whole dimension, not part of one", pos)
         return str(d)

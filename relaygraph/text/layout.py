@@ -55,6 +55,7 @@ def _common(a: Scope, b: Scope) -> Scope:
 
 
 def is_atom(node) -> bool:
+    """Whether a node always prints inline (variables, globals, ops, constants, constructors)."""
     cls = type(node)
     if cls in _ATOMS:
         return True

@@ -129,6 +129,7 @@ class _Parser(ExprActions):
                 del self.locals[name]
 
     def lookup_local(self, token: str, pos: int) -> Var:
+        """The innermost binding of ``%name``, else a free variable, else an error."""
         name = token[1:]
         stack = self.locals.get(name)
         if stack:
@@ -169,6 +170,7 @@ class _Parser(ExprActions):
         return k[0]
 
     def check_references(self) -> None:
+        """Every global and ADT used must be defined by the end of the text."""
         for name, pos in self.global_uses.items():
             gv = self.globals[name]
             if gv not in self.functions:
@@ -407,6 +409,7 @@ class _Parser(ExprActions):
 
     # -- metadata --------------------------------------------------------------------------------
     def meta(self, text: str, pos: int) -> Constant:
+        """The constant ``meta[relay.Constant][i]`` refers to."""
         kind, index = text[5:-1].split("][")
         if self.metadata is None:
             if self.source.metadata is None:

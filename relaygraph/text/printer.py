@@ -137,6 +137,7 @@ class _Printer:
 
     # -- entry points ---------------------------------------------------------------------------
     def module(self, mod: IRModule) -> str:
+        """A module: ADT definitions, then functions, each sorted by name."""
         items = [self.type_data(mod.type_definitions[gtv])
                  for gtv in sorted(mod.type_definitions, key=lambda t: t.name_hint)]
         for gv, fn in mod:
@@ -147,6 +148,7 @@ class _Printer:
         return self.root(expr, None)
 
     def root(self, expr: Expr, def_prefix: str | None) -> str:
+        """One top-level item (a ``def`` when ``def_prefix`` is given, else an expression)."""
         scope = Scope(None)
         self.layout = Layout(expr, scope)
         self.names: dict = {}  # bound node -> %N, for this root
@@ -176,6 +178,7 @@ class _Printer:
 
     # -- names -------------------------------------------------------------------------------------
     def unique(self, base: str) -> str:
+        """``base``, or ``base1``, ``base2``, ... when taken (TVM's GetUniqueName)."""
         used = self.used
         if base not in used:
             used[base] = 0
@@ -227,6 +230,7 @@ class _Printer:
         raise KeyError(f"internal: {cls.__name__} printed before it was bound")
 
     def constant(self, const: Constant) -> str:
+        """A scalar literal, or a reference into the metadata section."""
         if const.is_scalar:
             text = scalar_literal(const.data)
             if text is not None:
