@@ -275,3 +275,21 @@ def test_a_node_reached_by_two_paths_is_bound_before_both_uses():
     text = astext(e)
     assert body(text).index("negative(%c)") < body(text).index("if (%c) {\n    %0")
     roundtrip(e)
+
+
+def test_calls_print_per_use_when_the_program_touches_references():
+    # Three uses of the one interned call %incr() are three calls: each prints on its own.
+    c, incr, u, u1, u2 = Var("c"), Var("incr"), Var("u"), Var("u1"), Var("u2")
+    bump = Function([], Let(u, rg.ir.RefWrite(c, op("add", RefRead(c), const(1))), RefRead(c)))
+    call = Call(incr, ())
+    prog = Let(c, RefCreate(const(0)), Let(incr, bump, Let(u1, call, Let(u2, call,
+                                                                         Tuple([call, RefRead(c)])))))
+    text = astext(prog)
+    assert text.count("%incr()") == 3
+    back = roundtrip(prog)
+    assert [int(v) for v in rg.evaluate(back)] == [int(v) for v in rg.evaluate(prog)] == [3, 3]
+    # Without references anywhere, a shared call is still bound once.
+    x = Var("x", F32)
+    g = Function([x], op("exp", x))
+    shared = Call(g, (const(1.0),))
+    assert astext(Tuple([shared, shared])).count("(1f)") == 1

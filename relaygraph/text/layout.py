@@ -28,7 +28,7 @@ from ..ir.expr import (
     Var,
 )
 
-__all__ = ["Layout", "Scope", "is_atom", "operands", "SCOPED"]
+__all__ = ["Layout", "Scope", "is_atom", "operands", "walk_dag", "SCOPED"]
 
 _ATOMS = (Var, GlobalVar, Op, Constant, Constructor)
 
@@ -66,11 +66,15 @@ def is_atom(node) -> bool:
 class Layout:
     """Where each node of one printed root goes: inline or bound, and in which scope."""
 
-    def __init__(self, root: Expr, root_scope: Scope) -> None:
-        order, parent, self.free, effects = _walk(root)
+    def __init__(self, root: Expr, root_scope: Scope, walk: tuple | None = None,
+                 effectful_calls: bool | None = None) -> None:
+        order, parent, self.free, refs = walk if walk is not None else walk_dag(root)
+        if effectful_calls is None:
+            effectful_calls = refs
         self.bound: set = set()
         # Interning makes equal reads of a cell one node, but each occurrence reads anew, so
         # effectful flat nodes print once per use rather than once per node.
+        effects = _effects(order, effectful_calls) if refs or effectful_calls else ()
         self.fresh: set = {n for n in effects if type(n) in _FLAT}
         self.home: dict = {root: root_scope}
         self.scopes: dict = {}  # node -> the scope(s) it opens
@@ -131,9 +135,9 @@ class Layout:
         self.home[child] = scope if home is None else _common(home, scope)
 
 
-def _walk(root: Expr):
-    """Post-order of the non-atomic nodes, each one's only user (or _MANY), free variables and
-    the effectful nodes."""
+def walk_dag(root: Expr) -> tuple:
+    """Post-order of the non-atomic nodes, each one's only user (or _MANY), the free variables
+    and whether any node reads, writes or makes a reference cell."""
     order: list = []
     parent: dict = {}
     bound_vars: set = set()
@@ -179,14 +183,19 @@ def _walk(root: Expr):
             if child not in expanded:
                 push(child)
     free = [v for v in reversed(used_vars) if v not in bound_vars]
-    # Nodes that read, write or make a reference cell, or contain one outside a function.
+    return order, parent, free, refs
+
+
+def _effects(order: list, calls: bool) -> set:
+    """Nodes that touch a reference cell, or contain one outside a function; with ``calls``,
+    calls of anything but an op or a constructor count too (the callee may touch one)."""
     effects: set = set()
-    if refs:
-        for node in order:
-            cls = type(node)
-            if cls in _REFS or (cls is not Function and any(c in effects for c in _children(node))):
-                effects.add(node)
-    return order, parent, free, effects
+    for node in order:
+        cls = type(node)
+        if cls in _REFS or (calls and cls is Call and type(node.op) not in (Op, Constructor)) or (
+                cls is not Function and any(c in effects for c in _children(node))):
+            effects.add(node)
+    return effects
 
 
 def _children(node) -> tuple:

@@ -39,7 +39,7 @@ from ..ir.module import IRModule
 from ..ir.types import Type, format_type
 from .attrtext import format_attrs
 from .lalr import no_gc
-from .layout import SCOPED, Layout, Scope, is_atom, operands
+from .layout import SCOPED, Layout, Scope, is_atom, operands, walk_dag
 from .literals import scalar_literal
 from .metadata import write_metadata
 from .source import VERSION
@@ -140,17 +140,23 @@ class _Printer:
         """A module: ADT definitions, then functions, each sorted by name."""
         items = [self.type_data(mod.type_definitions[gtv])
                  for gtv in sorted(mod.type_definitions, key=lambda t: t.name_hint)]
-        for gv, fn in mod:
-            items.append(self.root(fn, "def @" + clean_name(gv.name_hint, "v")))
+        functions = list(mod)
+        walks = [walk_dag(fn) for _, fn in functions]
+        # When any function touches a reference cell, a call of a global or a closure may too,
+        # so such calls print once per use (see Layout).
+        refs = any(walk[3] for walk in walks)
+        for (gv, fn), walk in zip(functions, walks):
+            items.append(self.root(fn, "def @" + clean_name(gv.name_hint, "v"), walk, refs))
         return "\n\n".join(items) + "\n" if items else ""
 
     def expression(self, expr: Expr) -> str:
         return self.root(expr, None)
 
-    def root(self, expr: Expr, def_prefix: str | None) -> str:
+    def root(self, expr: Expr, def_prefix: str | None, walk: tuple | None = None,
+             effectful_calls: bool | None = None) -> str:
         """One top-level item (a ``def`` when ``def_prefix`` is given, else an expression)."""
         scope = Scope(None)
-        self.layout = Layout(expr, scope)
+        self.layout = Layout(expr, scope, walk, effectful_calls)
         self.names: dict = {}  # bound node -> %N, for this root
         for var in self.layout.free:
             if var not in self.var_names:
