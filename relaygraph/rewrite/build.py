@@ -33,6 +33,7 @@ class BuildEnv:
     prebuilt: dict[int, Expr] = field(default_factory=dict)  # id(pattern node) -> expression
 
     def binder(self, name: str) -> Var:
+        """The Var of a let binder (one per name, shared by both sides)."""
         var = self.binders.get(name)
         if var is None:
             var = self.binders[name] = Var(name)

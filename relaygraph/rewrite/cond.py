@@ -119,6 +119,7 @@ class Expression:
         return EggFacts(self.kinds, fresh).value(self.tree)
 
     def uses_scoping(self) -> bool:
+        """Whether it reads the let analyses (``free``, ``once``)."""
         return any(isinstance(n, ast.Call) and n.func.id in SCOPE_FUNCS for n in ast.walk(self.tree))
 
     # -- compilation ---------------------------------------------------------------------------

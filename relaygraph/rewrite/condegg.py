@@ -31,6 +31,7 @@ class EggFacts:
         self.facts: list[str] = []
 
     def atom(self, node: ast.expr) -> list[str] | None:
+        """The facts of one conjunct, or None when egglog cannot test it."""
         self.facts = []
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             inner = node.operand
@@ -75,6 +76,7 @@ class EggFacts:
         return out
 
     def value(self, node: ast.expr) -> tuple[list[str], str] | None:
+        """Facts and the variable holding an attribute function's value, or None."""
         if not (isinstance(node, ast.Call) and node.func.id in ATTR_FUNCTIONS):
             return None
         f = ATTR_FUNCTIONS[node.func.id]
@@ -85,6 +87,7 @@ class EggFacts:
         return [f"(= {out} ({f.egg_name} {' '.join(args)}))"], out
 
     def compare(self, op: str, a: ast.expr, b: ast.expr) -> list[str] | None:
+        """Facts for ``a op b`` over Strings or i64s, or None."""
         sa, sb = self.string(a, b), self.string(b, a)
         if sa is not None and sb is not None and op in ("==", "!="):
             self.facts.append(f"({EGG_CMP[op]} {sa} {sb})")
@@ -97,19 +100,21 @@ class EggFacts:
         return self.facts
 
     def string(self, node: ast.expr, other: ast.expr) -> str | None:
+        """An egglog String term (a dtype, an attribute variable, a literal), or None."""
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             if isinstance(other, ast.Name):
-                return self.attrliteral(other, node.value)
+                return self.attr_literal(other, node.value)
             return egg_str(node.value)
         if isinstance(node, ast.Name):
             return "?" + node.id[len(PV_PREFIX):]
         if isinstance(node, ast.Call) and node.func.id == "dtype":
             return f"(dtype ?{node.args[0].id[len(PV_PREFIX):]})"
         if isinstance(other, ast.Name) and literal(node) is not NO:
-            return self.attrliteral(other, literal(node))
+            return self.attr_literal(other, literal(node))
         return None
 
-    def attrliteral(self, var: ast.Name, value) -> str | None:
+    def attr_literal(self, var: ast.Name, value) -> str | None:
+        """A literal as the String the attribute variable's op stores for it."""
         site = self.kinds.attr_sites.get(var.id[len(PV_PREFIX):])
         if site is None:
             return None
@@ -121,6 +126,7 @@ class EggFacts:
             return None
 
     def i64(self, node: ast.expr, guard: str) -> str | None:
+        """An egglog i64 term (ranks, dims with their guards, arithmetic), or None."""
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return str(node.value)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):

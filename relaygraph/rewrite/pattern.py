@@ -39,36 +39,51 @@ class PatternError(Exception):
 
 @dataclass(frozen=True)
 class ALit:
+    """An attribute written out: its canonical value."""
+
     value: object
 
 
 @dataclass(frozen=True)
 class AVar:
+    """An attribute bound to an attribute variable (``axis=?ax``)."""
+
     name: str
 
 
 @dataclass(frozen=True)
 class AComputed:
+    """A right-side attribute computed from the matched types (an index into the side's expressions)."""
+
     index: int  # into the side's computed expressions
 
 
 @dataclass(frozen=True)
 class PVar:
+    """A pattern variable ``?name``: any e-class."""
+
     name: str
 
 
 @dataclass(frozen=True)
 class PBinder:
+    """A use of a let-bound pattern binder (``RVar`` of its key)."""
+
     name: str
 
 
 @dataclass(frozen=True)
 class PConst:
+    """A literal constant."""
+
     value: Constant
 
 
 @dataclass(frozen=True)
 class PCall:
+    """A call of an op with attribute specs (an absent attribute: any value on the left, the
+    default on the right)."""
+
     op: str
     args: tuple
     attrs: tuple  # ((name, ALit | AVar | AComputed), ...) in the op's attribute order
@@ -78,9 +93,11 @@ class PCall:
 
     @property
     def opdef(self) -> OpDef:
+        """The op's record."""
         return lookup(self.op)
 
     def attr(self, name: str):
+        """The spec of attribute ``name``, or None when it is not written."""
         for k, spec in self.attrs:
             if k == name:
                 return spec
@@ -89,17 +106,23 @@ class PCall:
 
 @dataclass(frozen=True)
 class PTuple:
+    """A tuple."""
+
     fields: tuple
 
 
 @dataclass(frozen=True)
 class PProj:
+    """A projection ``.index``."""
+
     value: object
     index: int
 
 
 @dataclass(frozen=True)
 class PLet:
+    """A let that binds the pattern binder ``binder``."""
+
     binder: str
     value: object
     body: object
@@ -107,6 +130,8 @@ class PLet:
 
 @dataclass(frozen=True)
 class PIf:
+    """An if expression."""
+
     cond: object
     then: object
     other: object
@@ -114,6 +139,8 @@ class PIf:
 
 @dataclass(frozen=True)
 class PSubst:
+    """The right-side builtin ``subst(body, binder, value)``."""
+
     body: object
     binder: str
     value: object

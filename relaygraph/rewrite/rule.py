@@ -77,6 +77,7 @@ class Rule:
 
     @property
     def roots(self) -> list[str]:
+        """The names the matched roots are bound to."""
         return root_names(len(self.lhs), self.multi)
 
     def _fresh(self) -> str:
@@ -283,6 +284,7 @@ class AnalysisRule:
 
     @property
     def name(self) -> str:
+        """``<ruleset>-scoping``."""
         return f"{self.ruleset}-scoping"
 
     def declarations(self) -> list[str]:

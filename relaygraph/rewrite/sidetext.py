@@ -45,6 +45,7 @@ class SideText:
     errors: list[tuple[str, int]] = field(default_factory=list)  # (message, file offset)
 
     def emit(self, piece: str, offset: int, same_length: bool = False) -> None:
+        """Append text that came from ``offset`` (character by character when ``same_length``)."""
         self.text += piece
         if same_length:
             self.origin.extend(range(offset, offset + len(piece)))

@@ -23,7 +23,7 @@ from ..ir.types import format_type
 from ..ops.domains import draw
 from ..ops.registry import lookup
 from ..ty import infer_type_expr, type_of
-from .build import build
+from .build import BuildError, build
 from .instantiate import Instance, instantiate, leaf_roles
 from .pattern import PCall, walk
 from .rule import AnalysisRule, EggRule, Rule
@@ -51,10 +51,15 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
+        """Sound, or not checked by evaluation (egglog rules)."""
         return self.status in ("sound", "skipped")
 
 
 class _Mismatch(Exception):
+    pass
+
+
+class _Skip(Exception):
     pass
 
 
@@ -89,6 +94,8 @@ def check_rule(rule: Rule | EggRule, trials: int = 3, seed: int = 0, tries: int 
         try:
             with np.errstate(all="ignore"):
                 _compare(rule, inst, rhs, rng, result)
+        except _Skip:
+            continue
         except _Mismatch as exc:
             result.status, result.detail, result.trials = "unsound", str(exc), done + 1
             return result
@@ -134,7 +141,11 @@ class _CheckGraph:
 def _right_side(rule: Rule, inst: Instance) -> list[Expr]:
     if rule.python_rewrite is None:
         env = inst.env()
-        return [build(p, env) for p in rule.rhs]
+        try:
+            return [build(p, env) for p in rule.rhs]
+        except BuildError as exc:
+            raise RuleError(f"rule {rule.name}: the right side cannot be built "
+                            f"({_describe(rule, inst)}): {exc}", rule.span) from None
     pr = rule.python_rewrite
     try:
         graph = _CheckGraph(rule, inst)
@@ -185,8 +196,15 @@ def _flatten(value) -> list:
 def _compare(rule: Rule, inst: Instance, rhs: list[Expr], rng, result: CheckResult) -> None:
     domains = _domains(rule)
     inputs = [draw(p.type_annotation, domains.get(p.name_hint, "any"), rng) for p in inst.params]
-    left = _flatten(evaluate(Function(inst.params, Tuple(inst.lhs)), *inputs))
-    right = _flatten(evaluate(Function(inst.params, Tuple(rhs)), *inputs))
+    try:
+        left = _flatten(evaluate(Function(inst.params, Tuple(inst.lhs)), *inputs))
+    except Exception:  # noqa: BLE001 - inputs the left side cannot take: not a counterexample
+        raise _Skip() from None
+    try:
+        right = _flatten(evaluate(Function(inst.params, Tuple(rhs)), *inputs))
+    except Exception as exc:  # noqa: BLE001 - the left side ran on these inputs, the right did not
+        raise _Mismatch(f"{_describe(rule, inst)}\ninputs: {_summary(inst, inputs)}\n"
+                        f"the right side fails where the left side runs: {exc}") from None
     for i, (a, b) in enumerate(zip(left, right)):
         if a.shape != b.shape or a.dtype != b.dtype:
             raise _Mismatch(f"output {i}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}")
