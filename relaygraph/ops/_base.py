@@ -103,8 +103,8 @@ def nbytes(t: Type):
 
 
 def _as_number(x):
-    if is_symbolic(x):
-        return x  # symbolic shapes give symbolic costs
+    if is_symbolic(x) and x.free_symbols:
+        return x  # symbolic shapes give symbolic costs (sympy expressions)
     return float(x)
 
 
@@ -168,10 +168,10 @@ def defop(name: str, num_inputs: int | None, attrs: Mapping[str, Any] | None,
         return infer_inputs(list(arg_types), record.resolve(attrs))
 
     def op_flops(arg_types, out_type, attrs=None) -> float:
-        return raw_flops(list(arg_types), out_type, record.resolve(attrs))
+        return _as_number(raw_flops(list(arg_types), out_type, record.resolve(attrs)))
 
     def op_bytes(arg_types, out_type, attrs=None) -> float:
-        return raw_bytes(list(arg_types), out_type, record.resolve(attrs))
+        return _as_number(raw_bytes(list(arg_types), out_type, record.resolve(attrs)))
 
     record.type_relation = type_relation
     record.kernel = run_kernel

@@ -109,7 +109,7 @@ def _avg_pool_kernel(args, a):
 
 def _pool_flops(arg_types, out_type, a) -> float:
     kh, kw = pair(a["pool_size"], "pool_size")
-    return float(numel(out_type) * kh * kw)
+    return numel(out_type) * kh * kw
 
 
 _POOL = {"pool_size": REQUIRED, "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0),
@@ -144,7 +144,7 @@ def _adaptive_rel(args, a):
     x = tensor_arg(args[0], 0)
     layout, out_layout = _layouts(x, a)
     dims = {k: x.shape[layout.index(k)] for k in "NCHW"}
-    size = a.get("output_size", (1, 1))
+    size = a.get("output_size", (1, 1))  # global pools have no output_size: they give 1x1
     if size is None or len(size) == 0:
         size = (dims["H"], dims["W"])
     elif len(size) == 1:
