@@ -265,10 +265,12 @@ def format_results(results: list[CheckResult]) -> str:
         line = f"{r.rule:<{width}}  {r.status}"
         if r.status == "sound":
             line += f" ({r.trials} trials, max abs error {r.max_abs:.2g}, max rel error {r.max_rel:.2g})"
+        elif r.status == "skipped":
+            line += f" ({r.detail})"
         if r.source:
             line += f"  [{r.source}]"
         lines.append(line)
-        if r.detail and r.status != "sound":
+        if r.detail and r.status not in ("sound", "skipped"):
             lines.extend("    " + d for d in r.detail.splitlines())
     counts: dict[str, int] = {}
     for r in results:
