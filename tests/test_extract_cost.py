@@ -12,7 +12,7 @@ from relaygraph.ir.types import TensorType
 X, W, Y = TensorType((64, 256)), TensorType((128, 256)), TensorType((64, 128))
 DENSE = ("nn.dense", {}, (X, W), Y)
 RELU = ("nn.relu", {}, (Y,), Y)
-FUSED = ("fused.dense_relu", {"fused_ops": [DENSE, RELU]}, (X, W), Y)
+FUSED = ("fused.custom_dense_relu", {"fused_ops": [DENSE, RELU]}, (X, W), Y)
 
 
 def test_flops_and_bytes_come_from_the_op_table():
@@ -38,6 +38,12 @@ def test_a_fused_group_pays_one_launch_and_no_internal_traffic():
     assert cost.latency(*FUSED) < cost.latency(*DENSE) + cost.latency(*RELU)
     with pytest.raises(cost.CostModelError, match="fused_ops"):
         cost.latency("fused.mystery", {}, (X,), Y)
+
+
+def test_fused_ops_in_the_op_table_cost_themselves():
+    table_fused = ("fused.dense_relu", {}, (X, W), Y)
+    assert cost.flops(*table_fused) >= cost.flops(*DENSE)
+    assert cost.latency(*table_fused) < cost.latency(*DENSE) + cost.latency(*RELU)
 
 
 def test_symbolic_dims_count_as_configured_and_unknown_dims_are_an_error():
@@ -82,7 +88,7 @@ def _relay_egraph():
             "w": {"op": "Var", "eclass": "w", "cost": 0.0},
             "dense": {"op": "nn.dense", "eclass": "d", "children": ["x", "w"]},
             "relu": {"op": "nn.relu", "eclass": "r", "children": ["dense"]},
-            "fused": {"op": "fused.dense_relu", "eclass": "r", "children": ["x", "w"], "attrs": {
+            "fused": {"op": "fused.custom_dense_relu", "eclass": "r", "children": ["x", "w"], "attrs": {
                 "fused_ops": [["nn.dense", {}, [{"shape": [64, 256]}, {"shape": [128, 256]}], t],
                               ["nn.relu", {}, [t], t]]}},
         },

@@ -1,9 +1,11 @@
 """Cost models for extraction: plain functions ``cost(op, attrs, arg_types, out_type) -> float``.
 
-``op`` is a Relay operator name (``nn.conv2d``), a fused group (a name starting ``fused.``)
-or anything else an e-graph holds (variables, constants, tuples, literals), which is free for
-every model but ``node_count``. ``attrs`` is a mapping (a Call's ``Attrs`` or a dict),
-``arg_types`` the argument types and ``out_type`` the result type (``relaygraph.ir`` types).
+``op`` is an operator name from the op table (``nn.conv2d``, or a fused op such as
+``fused.dense_bias``, whose record gives its FLOPs and external traffic), a fused group outside
+the table (a name starting ``fused.``, see below) or anything else an e-graph holds (variables,
+constants, tuples, literals), which is free for every model but ``node_count``. ``attrs`` is a
+mapping (a Call's ``Attrs`` or a dict), ``arg_types`` the argument types and ``out_type`` the
+result type (``relaygraph.ir`` types).
 
 - ``node_count``: 1 per node.
 - ``flops``: the op record's FLOPs.
@@ -13,10 +15,10 @@ every model but ``node_count``. ``attrs`` is a mapping (a Call's ``Attrs`` or a 
 - ``measured``: numpy time of the op's kernel on random inputs of that signature, measured once
   and cached on disk (``$XDG_CACHE_HOME/relaygraph`` or ``~/.cache/relaygraph``).
 
-A fused group ``fused.<name>`` lists its member calls in ``attrs["fused_ops"]`` as
-``(op, attrs, arg_types, out_type)`` tuples, innermost first; its own ``arg_types`` and
-``out_type`` are the group's external inputs and output. Symbolic dimensions count as
-``Machine.symbolic_dim``; a ``?`` dimension has no cost and raises CostModelError.
+A fused group ``fused.<name>`` that is not in the op table lists its member calls in
+``attrs["fused_ops"]`` as ``(op, attrs, arg_types, out_type)`` tuples, innermost first; its own
+``arg_types`` and ``out_type`` are the group's external inputs and output. Symbolic dimensions
+count as ``Machine.symbolic_dim``; a ``?`` dimension has no cost and raises CostModelError.
 
 To cost an extraction e-graph, ``apply_cost(graph, model, describe)`` calls
 ``describe(graph, node) -> NodeInfo`` for every node. Two describers are built in:
@@ -118,21 +120,20 @@ def node_count(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> 
 
 
 def _flops(op, attrs, arg_types, out_type, machine: Machine) -> float:
+    opdef = _lookup(op)
+    if opdef is not None:  # fused ops in the table know their own FLOPs
+        return _number(opdef.flops(list(arg_types), out_type, attrs or {}), op, "FLOPs", machine)
     if _is_fused(op):
         return math.fsum(_flops(*m, machine) for m in _members(op, attrs))
-    opdef = _lookup(op)
-    if opdef is None:
-        return 0.0
-    return _number(opdef.flops(list(arg_types), out_type, attrs or {}), op, "FLOPs", machine)
+    return 0.0
 
 
 def _bytes(op, attrs, arg_types, out_type, machine: Machine) -> float:
-    if not _is_fused(op):
-        opdef = _lookup(op)
-        if opdef is None:
-            return 0.0
-        if opdef.bytes is not None:
-            return _number(opdef.bytes(list(arg_types), out_type, attrs or {}), op, "bytes", machine)
+    opdef = _lookup(op)
+    if opdef is None and not _is_fused(op):
+        return 0.0
+    if opdef is not None and opdef.bytes is not None:
+        return _number(opdef.bytes(list(arg_types), out_type, attrs or {}), op, "bytes", machine)
     # A fused group moves only its external inputs and output; the rest stays on chip.
     return math.fsum(_type_bytes(t, machine) for t in arg_types) + _type_bytes(out_type, machine)
 
@@ -151,7 +152,7 @@ def make_latency(machine: Machine = DEFAULT_MACHINE) -> CostFn:
     """The latency model for ``machine``: a roofline time per kernel plus a launch overhead."""
 
     def latency_on(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
-        if not _is_fused(op) and _lookup(op) is None:
+        if _lookup(op) is None and not _is_fused(op):
             return 0.0  # not a kernel: variables, constants, tuples
         work = _flops(op, attrs, arg_types, out_type, machine) / machine.peak_flops
         traffic = _bytes(op, attrs, arg_types, out_type, machine) / machine.bandwidth
@@ -213,10 +214,10 @@ class MeasuredCost:
         os.replace(tmp, self.path)  # atomic: concurrent writers never leave half a file
 
     def __call__(self, op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
-        if _is_fused(op):  # numpy runs a group's members one after another
-            return math.fsum(self(*m) for m in _members(op, attrs))
         opdef = _lookup(op)
         if opdef is None:
+            if _is_fused(op):  # a group outside the table: numpy runs its members one by one
+                return math.fsum(self(*m) for m in _members(op, attrs))
             return 0.0
         table = self._load()
         key = self.key(op, attrs, arg_types, out_type)
@@ -298,11 +299,15 @@ def describe_from_json(graph, node: int) -> NodeInfo:
     type as ``{"shape": [1, 3, "n", "?"], "dtype": "float32"}`` or ``{"tuple": [...]}``.
     Argument types are the types of the node's child classes.
     """
-    data = graph.class_data
+    types = _JSON_TYPES.get(graph)
+    if types is None:
+        types = _JSON_TYPES[graph] = {}
 
     def class_type(k: int):
-        entry = data.get(graph.class_ids[k]) or {}
-        return _type_from_json(entry.get("tensor"), f"{graph.name}: e-class {graph.class_ids[k]}")
+        if k not in types:
+            entry = graph.class_data.get(graph.class_ids[k]) or {}
+            types[k] = _type_from_json(entry.get("tensor"), f"{graph.name}: e-class {graph.class_ids[k]}")
+        return types[k]
 
     attrs = dict((graph.node_data.get(node) or {}).get("attrs") or {})
     if "fused_ops" in attrs:
@@ -310,6 +315,9 @@ def describe_from_json(graph, node: int) -> NodeInfo:
                                _type_from_json(m[3], graph.name)) for m in attrs["fused_ops"]]
     arg_types = tuple(class_type(k) for k in graph.child_classes[node])
     return NodeInfo(graph.ops[node], attrs, arg_types, class_type(graph.classes[node]))
+
+
+_JSON_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -395,11 +403,16 @@ def apply_cost(graph, model: CostFn | str, describe: Callable[[Any, int], NodeIn
         encoded = any(op.startswith("r:") for op in graph.ops)
         describe = describe_from_encoding if encoded else describe_from_json
     costs = []
+    seen: dict = {}  # a saturated e-graph repeats signatures: cost each one once
     for node in range(graph.num_nodes):
         info = describe(graph, node)
-        needs_types = _is_fused(info.op) or _lookup(info.op) is not None
-        if needs_types and model is not node_count and info.out_type is None:
-            raise CostModelError(f"{graph.name}: node {graph.node_ids[node]!r} ({info.op}) has no type; "
-                                 f"cost models other than node-count need the types of its classes")
-        costs.append(model(info.op, info.attrs, info.arg_types, info.out_type))
+        key = (info.op, json.dumps(info.attrs, sort_keys=True, default=str), info.arg_types, info.out_type)
+        value = seen.get(key)
+        if value is None:
+            needs_types = _is_fused(info.op) or _lookup(info.op) is not None
+            if needs_types and model is not node_count and info.out_type is None:
+                raise CostModelError(f"{graph.name}: node {graph.node_ids[node]!r} ({info.op}) has no "
+                                     f"type; cost models other than node-count need the types of its classes")
+            value = seen[key] = model(info.op, info.attrs, info.arg_types, info.out_type)
+        costs.append(value)
     return graph.with_costs(costs)

@@ -80,14 +80,14 @@ def needed_classes(graph: ExtractionGraph, choice: dict[int, int]) -> list[int]:
 
     Raises InvalidChoice for a needed class without a (valid) chosen node.
     """
-    seen: set[int] = set()
+    seen = bytearray(graph.num_classes)
     order: list[int] = []
     stack = list(reversed(graph.roots))
     while stack:
         k = stack.pop()
-        if k in seen:
+        if seen[k]:
             continue
-        seen.add(k)
+        seen[k] = 1
         order.append(k)
         node = choice.get(k)
         if node is None:
@@ -103,9 +103,9 @@ def needed_classes(graph: ExtractionGraph, choice: dict[int, int]) -> list[int]:
 
 def find_cycle(graph: ExtractionGraph, choice: dict[int, int]) -> list[int] | None:
     """A cycle of needed classes through chosen nodes (as class indices), or None."""
-    state: dict[int, int] = {}  # 1 on the current path, 2 finished
+    state = bytearray(graph.num_classes)  # 1 on the current path, 2 finished
     for root in graph.roots:
-        if state.get(root):
+        if state[root]:
             continue
         path: list[int] = []
         stack: list[tuple[int, int]] = [(root, 0)]
@@ -121,7 +121,7 @@ def find_cycle(graph: ExtractionGraph, choice: dict[int, int]) -> list[int] | No
                 continue
             stack[-1] = (k, i + 1)
             child = kids[i]
-            mark = state.get(child, 0)
+            mark = state[child]
             if mark == 1:
                 return path[path.index(child):] + [child]
             if mark == 0:
@@ -131,9 +131,9 @@ def find_cycle(graph: ExtractionGraph, choice: dict[int, int]) -> list[int] | No
     return None
 
 
-def check(graph: ExtractionGraph, choice: dict[int, int]) -> float:
+def check(graph: ExtractionGraph, choice: dict[int, int], _order: list[int] | None = None) -> float:
     """Verify that ``choice`` is complete and acyclic and return its DAG cost."""
-    order = needed_classes(graph, choice)
+    order = needed_classes(graph, choice) if _order is None else _order
     cycle = find_cycle(graph, choice)
     if cycle is not None:
         names = " -> ".join(graph.class_ids[k] for k in cycle[:12])
@@ -156,22 +156,27 @@ def tree_cost(graph: ExtractionGraph, choice: dict[int, int]) -> float:
     return _sum(value[r] for r in graph.roots)
 
 
-def _tree_values(graph: ExtractionGraph, choice: dict[int, int], order: list[int]) -> dict[int, float]:
-    value: dict[int, float] = {}
+def _tree_values(graph: ExtractionGraph, choice: dict[int, int], order: list[int]) -> list:
+    """Tree cost per needed class (None elsewhere), children before parents, iteratively."""
+    value: list = [None] * graph.num_classes
+    costs, child_classes = graph.costs, graph.child_classes
     for start in order:
-        if start in value:
+        if value[start] is not None:
             continue
         stack = [(start, False)]
         while stack:
             k, expanded = stack.pop()
-            if k in value:
+            if value[k] is not None:
                 continue
-            kids = graph.child_classes[choice[k]]
+            kids = child_classes[choice[k]]
             if expanded:
-                value[k] = _sum([graph.costs[choice[k]], *(value[c] for c in kids)])
+                total = costs[choice[k]]
+                for c in kids:
+                    total += value[c]  # a plain float sum: overflows to inf rather than raising
+                value[k] = total
                 continue
             stack.append((k, True))
-            stack.extend((c, False) for c in kids if c not in value)
+            stack.extend((c, False) for c in kids if value[c] is None)
     return value
 
 
@@ -180,7 +185,7 @@ def make_result(extractor: str, graph: ExtractionGraph, choice: dict[int, int], 
     """An ExtractionResult for ``choice`` restricted to its needed classes, costs checked."""
     needed = needed_classes(graph, choice)
     trimmed = {k: choice[k] for k in needed}
-    cost = check(graph, trimmed)
+    cost = check(graph, trimmed, needed)
     values = _tree_values(graph, trimmed, needed)
     tree = _sum(values[r] for r in graph.roots)
     return ExtractionResult(extractor, graph, trimmed, dag_cost=cost, tree_cost=tree,

@@ -16,6 +16,7 @@ cheapest of its nodes whose children are settled.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import math
@@ -131,7 +132,13 @@ def realize_acyclic(graph: ExtractionGraph, preferred: dict[int, int],
 def greedy_dag(graph: ExtractionGraph) -> ExtractionResult:
     """Extract with the greedy DAG heuristic; the answer is always acyclic and complete."""
     start = time.perf_counter()
-    choice, estimate = greedy_choice(graph)
+    collecting = gc.isenabled()
+    gc.disable()  # the tries are acyclic tuples: cycle collection over them is pure overhead
+    try:
+        choice, estimate = greedy_choice(graph)
+    finally:
+        if collecting:
+            gc.enable()
     require_roots(graph, choice)
     repaired = False
     needed = {k: choice[k] for k in needed_classes(graph, choice)}
