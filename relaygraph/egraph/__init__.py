@@ -4,7 +4,7 @@ Nothing here imports egglog when the package is imported; the modules that need 
 on first use.
 
     eg = RelayEGraph(mod)                                  # the bridge (relaygraph.egraph.bridge)
-    report = saturate(eg, rules, node_limit=50_000)        # relaygraph.egraph.saturate
+    report = saturate(eg, rules, node_limit=50_000)        # relaygraph.egraph.saturation
     print(report); best = eg.extract("greedy-dag", "latency")
 """
 
@@ -16,8 +16,8 @@ __all__ = ["RelayEGraph", "saturate", "SaturationReport"]
 
 _LAZY = {
     "RelayEGraph": "relaygraph.egraph.bridge",
-    "saturate": "relaygraph.egraph.saturate",
-    "SaturationReport": "relaygraph.egraph.saturate",
+    "saturate": "relaygraph.egraph.saturation",
+    "SaturationReport": "relaygraph.egraph.saturation",
 }
 
 

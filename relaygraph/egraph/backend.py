@@ -21,8 +21,7 @@ import tempfile
 import weakref
 
 from ..errors import RelayError
-from ..ops.registry import lookup
-from .encoding import BUILTIN_CONSTRUCTORS, EXPR, LIST, OP_PREFIX, schema_program
+from .encoding import BUILTIN_CONSTRUCTORS, EXPR, LIST, OP_PREFIX, constructor_fields, schema_program
 from .tables import Batch
 from .typer import TypeTable
 
@@ -80,20 +79,6 @@ def parse_egglog(eg, text: str, what: str = "egglog text") -> list:
         if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
             raise
         raise EgglogError(f"{what} does not parse: {str(exc).strip()}", str(exc)) from None
-
-
-def constructor_fields(ctor: str) -> tuple[str, ...]:
-    """The egglog sorts of a constructor's fields (RExpr, RList, String, i64)."""
-    if ctor in BUILTIN_CONSTRUCTORS:
-        return BUILTIN_CONSTRUCTORS[ctor]
-    if ctor == "RCons":
-        return (EXPR, LIST)
-    if ctor == "RNil":
-        return ()
-    op = lookup(ctor[len(OP_PREFIX):]) if ctor.startswith(OP_PREFIX) else None
-    if op is None:
-        raise RelayError(f"unknown e-graph constructor {ctor!r}")
-    return (EXPR,) * (op.num_inputs or 0) + ("String",) * len(op.attrs)
 
 
 def _load_rules(ctor: str) -> str:

@@ -69,6 +69,10 @@ class RelayEGraph:
         self.function = fn
         self.root = self.builder.add_expr(fn.body, checked=True)
         self.flush()
+        # The typing rules run once over the program now: every signature is known (the batch
+        # carried them), so later iterations only type what rules add.
+        self._record(("run", "types"))
+        self._record(("run", "sig-clean"))
         return self.root
 
     @classmethod

@@ -35,6 +35,7 @@ import hashlib
 import math
 from collections.abc import Iterable
 
+from ..errors import RelayError
 from ..ir.attrs import Attrs
 from ..ir.expr import Constant, Var
 from ..ops.registry import OpDef, all_ops
@@ -42,6 +43,7 @@ from ..ops.registry import OpDef, all_ops
 __all__ = [
     "EXPR", "LIST", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key", "parse_attr_key",
     "var_key", "const_key", "schema_program", "op_from_constructor", "op_attr_keys", "attrs_from_keys",
+    "constructor_fields",
 ]
 
 EXPR, LIST = "RExpr", "RList"
@@ -124,6 +126,19 @@ def const_key(c: Constant) -> str:
     """The key of a constant: its interning key, as text."""
     return f"{c.dtype}:{'x'.join(map(str, c.shape))}:{c.digest.hex()}"
 
+
+def constructor_fields(ctor: str) -> tuple[str, ...]:
+    """The egglog sorts of a constructor's fields (RExpr, RList, String, i64)."""
+    if ctor in BUILTIN_CONSTRUCTORS:
+        return BUILTIN_CONSTRUCTORS[ctor]
+    if ctor == "RCons":
+        return (EXPR, LIST)
+    if ctor == "RNil":
+        return ()
+    op = op_from_constructor(ctor)
+    if op is None:
+        raise RelayError(f"unknown e-graph constructor {ctor!r}")
+    return (EXPR,) * (op.num_inputs or 0) + ("String",) * len(op.attrs)
 
 def _op_decl(op: OpDef) -> str:
     inputs = [EXPR] * (op.num_inputs or 0) + ["String"] * len(op.attrs)

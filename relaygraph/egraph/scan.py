@@ -48,32 +48,25 @@ class TypingProblem:
 
 
 class SignatureTyper:
-    """Types node signatures for egglog's typing rules (remembers each one it has typed)."""
-
-    def __init__(self) -> None:
-        self.known: dict[tuple, object] = {}
+    """Types node signatures for egglog's typing rules (the known ones are in GraphState)."""
 
     def resolve(self, sigs: dict[str, list[tuple]], builder: BatchBuilder) -> tuple[int, list[TypingProblem]]:
         """Type the signatures not seen before into ``builder``; (how many, problems)."""
         count = 0
         problems: list[TypingProblem] = []
         by_text = builder.state.types.by_text
+        known = builder.state.signatures
         for ctor, rows in sigs.items():
             fields = constructor_fields(ctor)
             for row in rows:
-                key = (ctor, row)
-                known = self.known.get(key)
-                if isinstance(known, NodeTypeError):
-                    problems.append(TypingProblem(ctor, str(known)))
-                if known is not None:
+                if (ctor, row) in known:
                     continue
                 try:
                     t = self._type(ctor, fields, row, builder, by_text)
                 except NodeTypeError as exc:
-                    self.known[key] = exc
                     problems.append(TypingProblem(ctor, str(exc)))
                     continue
-                self.known[key] = builder.signature(ctor, row, t)
+                builder.signature(ctor, row, t)
                 count += 1
         return count, problems
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.traversal import iter_post_order
-from ..ir.types import FuncType, TensorType, Type, format_type
+from ..ir.types import FuncType, TensorType, TupleType, Type, format_type
 from ..ops.registry import lookup
 from ..ty.checked import known_type
-from .encoding import BUILTIN_CONSTRUCTORS, op_attr_keys, op_constructor, var_key
+from .encoding import EXPR, LIST, constructor_fields, op_attr_keys, op_constructor, var_key
 from .encoding import const_key as _const_key
 from .typer import NodeTypeError, TypeTable, node_type, type_from_data, type_to_data
 
@@ -55,6 +55,7 @@ class GraphState:
         self.types = TypeTable()
         self.handle_type: dict[int, Type] = {}
         self.leaf_type: dict[tuple[str, str], Type] = {}
+        self.signatures: dict[tuple, str] = {}  # (ctor, signature) -> type text, as in tyof:<ctor>
         self.next_handle = 0
 
     def apply(self, batch: Batch) -> None:
@@ -67,6 +68,9 @@ class GraphState:
             self.leaf_type[(ctor, key)] = by_text[text]
         for h, text in batch.types:
             self.handle_type[h] = by_text[text]
+        for ctor, rows in batch.sigs.items():
+            for row in rows:
+                self.signatures[(ctor, row[:-1])] = row[-1]
         self.next_handle = max(self.next_handle, batch.next_handle)
 
 
@@ -89,6 +93,7 @@ class BatchBuilder:
         self.tables = tables
         self.batch = Batch(next_handle=state.next_handle)
         self._type_cache: dict = {}
+        self._list_type: dict[int, TupleType] = {}  # list handles of this builder -> their types
 
     # -- basics -------------------------------------------------------------------------------
     def type_of(self, handle: int) -> Type:
@@ -118,13 +123,33 @@ class BatchBuilder:
             rows = self.batch.rows[ctor] = []
         rows.append((h, *args))
         self.state.handle_type[h] = t
-        self.batch.types.append((h, self._text(t)))
+        text = self._text(t)
+        self.batch.types.append((h, text))
+        if ctor != "RTuple":  # a tuple's type is its list's, set by a rule
+            self._note_signature(ctor, args, text)
         return h
 
-    def signature(self, ctor: str, sig: tuple, t: Type) -> str:
+    def _note_signature(self, ctor: str, args: tuple, text: str) -> None:
+        """Tell egglog's typing rules the type of this node's signature, if it is new (so the
+        typer never recomputes what is known; see relaygraph.egraph.scan)."""
+        sig = []
+        handle_type, list_type, text_of = self.state.handle_type, self._list_type, self._text
+        for sort, arg in zip(constructor_fields(ctor), args):
+            if sort == EXPR:
+                sig.append(text_of(handle_type[arg]))
+            elif sort == LIST:
+                sig.append(text_of(list_type[arg]))
+            else:
+                sig.append(arg)
+        self.signature(ctor, tuple(sig), text, known=True)
+
+    def signature(self, ctor: str, sig: tuple, t: Type | str, known: bool = False) -> str:
         """Record the type of every node of ``ctor`` with signature ``sig``; returns its text."""
-        text = self._text(t)
-        self.batch.sigs.setdefault(ctor, []).append((*sig, text))
+        text = t if known else self._text(t)
+        key = (ctor, sig)
+        if key not in self.state.signatures:
+            self.state.signatures[key] = text
+            self.batch.sigs.setdefault(ctor, []).append((*sig, text))
         return text
 
     def list_of(self, handles) -> int:
@@ -133,10 +158,19 @@ class BatchBuilder:
         tail = self._new_handle()
         rows.setdefault("RNil", []).append((tail,))
         cons = rows.setdefault("RCons", [])
+        types: list[Type] = []
+        tail_text = self._text(TupleType(()))
         for h in reversed(tuple(handles)):
             cell = self._new_handle()
             cons.append((cell, h, tail))
-            tail = cell
+            head = self.state.handle_type[h]
+            types.insert(0, head)
+            t = TupleType(types)
+            text = self._text(t)
+            self.signature("RCons", (self._text(head), tail_text), text, known=True)
+            self._list_type[cell] = t
+            tail, tail_text = cell, text
+        self._list_type[tail] = TupleType(types)
         return tail
 
     def leaf(self, ctor: str, key: str, t: Type) -> None:
@@ -290,16 +324,3 @@ class BatchBuilder:
         self.leaf("RFn", key, t)
         return "RFn", (key, body), (key,), key, (body,)
 
-
-def row_arity(ctor: str) -> int:
-    """The number of fields after the handle in a row of ``ctor``."""
-    if ctor in BUILTIN_CONSTRUCTORS:
-        return len(BUILTIN_CONSTRUCTORS[ctor])
-    if ctor == "RCons":
-        return 2
-    if ctor == "RNil":
-        return 0
-    if ctor == "union":
-        return 1
-    op = lookup(ctor[2:])
-    return (op.num_inputs or 0) + len(op.attrs)

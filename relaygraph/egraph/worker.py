@@ -61,23 +61,23 @@ class _RemoteGraph:
                          "handles in the bindings")
 
 
-def saturate_in_worker(egraph, specs, python: dict, options: dict, start: float):
+def saturate_in_worker(egraph, specs, python: dict, options: dict):
     """Run saturation in a child process under a hard time limit; the parent's e-graph follows."""
-    from .saturate import IterationStats, SaturationReport, _progress_bar
-    from .saturate import apply_python_rewrites as apply_here
+    from .saturation import IterationStats, Overrun, SaturationReport, _progress_bar
+    from .saturation import apply_python_rewrites as apply_here
 
     if os.name != "posix":
         raise NotImplementedError("the hard time limit needs a POSIX system; saturate with isolate=False")
+    start = time.perf_counter()
     egraph.flush()
     proc, send, recv = _spawn()
     time_limit = options["time_limit"]
-    deadline = None if time_limit is None else start + time_limit
+    deadline = None  # set when the child has rebuilt the e-graph: the limit is on saturation proper
     report = SaturationReport("iter-limit", [], {}, 0.0, {}, "worker", egraph=egraph)
     delta: list = []  # the child's journal entries, in order
     checkpoint = None  # (iteration, journal entries it covers, document)
     bar = _progress_bar(options["iter_limit"], options["progress"])
-    child_options = dict(options, progress=False, time_limit=None if deadline is None
-                         else max(0.0, deadline - time.perf_counter()))
+    child_options = dict(options, progress=False)
     try:
         send(("start", egraph.journal, egraph.root, specs, child_options))
         stopped = None
@@ -106,14 +106,20 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict, start: float)
                 checkpoint = (message[1], len(delta), message[3])
                 if message[1] == 0:
                     report.initial_nodes, report.initial_classes = message[4]
+                    if time_limit is not None:
+                        deadline = time.perf_counter() + time_limit
             elif kind == "python":
                 _, pending, types, next_handle = message
                 graph = _RemoteGraph(egraph, types, next_handle)
                 try:
-                    count = apply_here(python, pending, graph)
+                    count = apply_here(python, pending, graph, deadline)
                 except RuleError as exc:
                     send(("abort",))
                     raise RuleError(exc.message) from None
+                except Overrun:
+                    report.stop_reason = "time-limit-hard"
+                    _roll_back(egraph, report, checkpoint, delta, time_limit)
+                    break
                 send(("batch", graph.builder.take(), count))
             elif kind == "stopped":
                 _, reason, state_iteration, entries, estimate = message
@@ -182,11 +188,10 @@ def _receive(conn: Connection, proc, timeout: float | None):
 def _child(down: Connection, up: Connection) -> None:
     from .bridge import RelayEGraph
     from .readback import gym_document
-    from .saturate import Saturator
+    from .saturation import Saturator
     from .typer import type_to_data
 
     _, journal, root, specs, options = down.recv()
-    start = time.perf_counter()
     egraph = RelayEGraph.from_journal(journal, root)
     sent = len(journal)
     clock = {"last": 0.0, "rate": 0.0}
@@ -209,6 +214,7 @@ def _child(down: Connection, up: Connection) -> None:
     egraph.materialize()  # rebuild the e-graph first, so the serialization below is timed alone
     doc, sizes = serialize()
     up.send(("checkpoint", 0, fresh_entries(), doc, sizes))
+    start = time.perf_counter()  # the time limit counts from here, as in the parent
 
     def on_iteration(stats) -> None:
         up.send(("iteration", stats, fresh_entries()))

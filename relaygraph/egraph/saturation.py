@@ -124,7 +124,10 @@ class Saturator:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, start: float | None = None) -> SaturationReport:
-        """Saturate until a limit or a fixed point; the report of what happened."""
+        """Saturate until a limit or a fixed point; the report of what happened.
+
+        The time limit counts from ``start`` (default: now); ``report.seconds`` too.
+        """
         start = time.perf_counter() if start is None else start
         nodes, classes = self._last_sizes = self.egraph.sizes()
         report = SaturationReport("iter-limit", [], self.matches, 0.0, self._limits(),
@@ -247,7 +250,7 @@ class Saturator:
 
     def _fast_forward(self, index: int) -> bool:
         """Nothing changed: let banned rules run again now (True) or declare saturation (False)."""
-        waiting = [s for s in self.bans.values() if s[1] > index + 1]
+        waiting = [s for s in self.bans.values() if s[1] > index]  # sat out this iteration
         for state in waiting:
             state[1] = index + 1
         return bool(waiting)
@@ -310,21 +313,25 @@ class Saturator:
                 "ban_length": self.ban_length}
 
 
-def apply_python_rewrites(python: dict, pending: dict[str, list[dict[str, int]]], graph) -> int:
-    """Run Python rewrites on their matches against ``graph`` (add_expr, union, type_of);
-    returns how many terms were added. Errors become RuleErrors naming the rule."""
-    from ..ir.traversal import free_vars
+class Overrun(Exception):
+    """The deadline passed while Python rewrites were being applied."""
 
+
+def apply_python_rewrites(python: dict, pending: dict[str, list[dict[str, int]]], graph,
+                          deadline: float | None = None) -> int:
+    """Run Python rewrites on their matches against ``graph`` (add_expr, union, type_of);
+    returns how many terms were added. Errors become RuleErrors naming the rule; past
+    ``deadline`` (a ``time.perf_counter`` value) it raises Overrun."""
     count = 0
     for name, bindings_list in pending.items():
         rewrite = python[name]
-        for bindings in bindings_list:
+        for i, bindings in enumerate(bindings_list):
+            if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
+                raise Overrun(name)
             try:
                 results = rewrite.apply(bindings, graph)
                 for root, expr in results or ():
-                    leaves = {v: bindings[v.name_hint.lstrip("?")] for v in free_vars(expr)
-                              if v.name_hint.lstrip("?") in bindings}
-                    graph.union(root, graph.add_expr(expr, leaves))
+                    graph.union(root, graph.add_expr(expr, _leaves(rewrite, bindings, expr)))
                     count += 1
             except (NodeTypeError, UnionTypeError) as exc:
                 raise RuleError(f"rule {name} makes an ill-typed term: {exc}; refused") from None
@@ -334,6 +341,17 @@ def apply_python_rewrites(python: dict, pending: dict[str, list[dict[str, int]]]
                 what = f"{type(exc).__name__}: {exc}"
                 raise RuleError(f"rule {name}: its Python rewrite failed: {what}") from exc
     return count
+
+
+def _leaves(rewrite, bindings: dict[str, int], expr: Expr) -> dict:
+    """The classes the leaf Vars of a Python rewrite's expression stand for."""
+    leaves = getattr(rewrite, "leaves", None)
+    if leaves is not None:
+        return leaves(bindings)
+    from ..ir.traversal import free_vars
+
+    names = {v: v.name_hint.lstrip("?") for v in free_vars(expr)}
+    return {v: bindings[n] for v, n in names.items() if n in bindings}
 
 
 def _progress_bar(total: int | None, enabled: bool):
@@ -351,9 +369,9 @@ def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_li
     ``egraph`` is a RelayEGraph (changed in place) or a program to load into a new one
     (``report.egraph``). ``rules`` are rule objects from ``relaygraph.rewrite`` or egglog text.
     ``isolate`` (default: whenever there is a time limit) runs the e-graph in a worker process
-    so that the time limit is hard; in this process it is checked between iterations only.
+    so that the time limit is hard; in this process it is checked between iterations only. The
+    time limit counts from the first iteration (not the worker's start and rebuilding the e-graph).
     """
-    start = time.perf_counter()
     if not isinstance(egraph, RelayEGraph):
         egraph = RelayEGraph(egraph)
     specs, python = prepare_rules(rules)
@@ -367,5 +385,5 @@ def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_li
     if isolate:
         from .worker import saturate_in_worker
 
-        return saturate_in_worker(egraph, specs, python, options, start)
-    return Saturator(egraph, specs, python, **options).run(start)
+        return saturate_in_worker(egraph, specs, python, options)
+    return Saturator(egraph, specs, python, **options).run()

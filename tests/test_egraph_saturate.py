@@ -1,0 +1,183 @@
+"""Saturation: limits, the back-off scheduler, the report, rules refused for changing types."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaygraph as rg
+from relaygraph.egraph import RelayEGraph, SaturationReport, saturate
+
+COMMUTE = """
+(ruleset t)
+(rewrite (r:add a b) (r:add b a) :ruleset t :name "add-commute")
+(rewrite (r:multiply a (r:add b c)) (r:add (r:multiply a b) (r:multiply a c)) :ruleset t :name "distrib")
+(rewrite (r:multiply a b) (r:multiply b a) :ruleset t :name "mul-commute")
+"""
+ASSOC = """
+(ruleset t)
+(rewrite (r:add a b) (r:add b a) :ruleset t :name "add-commute")
+(rewrite (r:add a (r:add b c)) (r:add (r:add a b) c) :ruleset t :name "add-assoc")
+"""
+
+
+def _vars(n, shape=(2, 3)):
+    return [rg.var(f"x{i}", shape=shape) for i in range(n)]
+
+
+def _sum_chain(n):
+    xs = _vars(n)
+    acc = xs[0]
+    for v in xs[1:]:
+        acc = rg.op.add(acc, v)
+    return rg.Function(xs, acc)
+
+
+def _same_values(a: rg.Function, b: rg.Function, seed=0):
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(p.type_annotation.shape).astype("float32") for p in a.params]
+    np.testing.assert_allclose(rg.evaluate(rg.IRModule.from_expr(b), *args),
+                               rg.evaluate(rg.IRModule.from_expr(a), *args), rtol=1e-5, atol=1e-5)
+
+
+def test_saturates_and_reports():
+    x, y, z = _vars(3)
+    fn = rg.Function([x, y, z], rg.op.multiply(rg.op.add(x, y), z))
+    eg = RelayEGraph(fn)
+    report = saturate(eg, COMMUTE, isolate=False, progress=False)
+    assert isinstance(report, SaturationReport) and report.stop_reason == "saturated"
+    assert report.mode == "in-process" and report.egraph is eg
+    assert set(report.matches) == {"add-commute", "distrib", "mul-commute"}
+    assert all(c > 0 for c in report.matches.values())
+    sizes = [(it.nodes, it.classes) for it in report.iterations]
+    assert sizes[-1] == sizes[-2] and sizes[0][0] > report.initial_nodes
+    assert (report.nodes, report.classes) == eg.sizes()
+    text = str(report)
+    assert "saturated" in text and "distrib" in text and "e-classes" in text
+    # the distributed form is in the root's class
+    doc = eg.document()
+    root_ops = {n["op"] for n in doc["nodes"].values() if n["eclass"] == doc["root_eclasses"][0]}
+    assert root_ops == {"add", "multiply"}
+    _same_values(fn, eg.extract())
+
+
+def test_node_limit_stops_after_the_iteration_that_crosses_it():
+    eg = RelayEGraph(_sum_chain(12))
+    report = saturate(eg, ASSOC, node_limit=300, iter_limit=50, isolate=False, progress=False,
+                      scheduler="simple")
+    assert report.stop_reason == "node-limit"
+    assert report.nodes >= 300 and report.iterations[-2].nodes < 300
+    _same_values(eg.function, eg.extract())
+
+
+def test_iteration_and_soft_time_limits():
+    report = saturate(_sum_chain(8), ASSOC, iter_limit=2, node_limit=None, isolate=False, progress=False)
+    assert report.stop_reason == "iter-limit" and len(report.iterations) == 2
+    report = saturate(_sum_chain(8), ASSOC, time_limit=0.0, isolate=False, progress=False)
+    assert report.stop_reason == "time-limit" and report.iterations == []
+
+
+def test_back_off_holds_explosive_rules_back():
+    chain = _sum_chain(30)
+    fn = rg.Function(chain.params, rg.op.multiply(chain.body, chain.params[0]))
+    rules = ASSOC + '(rewrite (r:multiply a b) (r:multiply b a) :ruleset t :name "mul-commute")'
+    report = saturate(fn, rules, match_limit=20, ban_length=2, iter_limit=12, node_limit=None,
+                      isolate=False, progress=False)
+    first, second = report.iterations[:2]
+    assert first.banned == ["add-commute"] and "add-commute" not in first.matches  # 29 matches > 20
+    assert first.matches["mul-commute"] == 1
+    assert "add-commute" not in second.matches  # it sits out its ban
+    assert any("add-commute" in it.matches for it in report.iterations[2:])  # then runs, limit doubled
+    simple = saturate(_sum_chain(30), ASSOC, scheduler="simple", iter_limit=4, node_limit=None,
+                      isolate=False, progress=False)
+    assert all(not it.banned for it in simple.iterations)
+    assert simple.iterations[3].nodes > report.iterations[3].nodes  # back-off grew it slower
+
+
+def test_type_changing_rule_is_refused_by_name():
+    x, y = _vars(2)
+    fn = rg.Function([x, y], rg.op.add(x, y))
+    rules = COMMUTE + '(rewrite (r:add a b) (r:transpose a "None") :ruleset t :name "add-to-transpose")'
+    with pytest.raises(rg.RuleError, match="rule add-to-transpose unions terms of different types"):
+        saturate(RelayEGraph(fn), rules, isolate=False, progress=False)
+
+
+def test_union_of_classes_of_different_types_is_refused_by_name():
+    x, y = rg.var("x", shape=(2, 3)), rg.var("y", shape=(3, 2))
+    fn = rg.Function([x, y], rg.Tuple([rg.op.add(x, x), y]))
+    rules = ('(ruleset t) (rule ((= e (r:add a b)) (= v (RVar k)) (= (rank v) 2)) ((union e v)) '
+             ':ruleset t :name "add-is-any-var") (rewrite (r:add a b) (r:add b a) :ruleset t :name "comm")')
+    with pytest.raises(rg.RuleError, match="rule add-is-any-var unions terms of different types"):
+        saturate(RelayEGraph(fn), rules, isolate=False, progress=False)
+
+
+def test_ill_typed_term_is_refused_by_name():
+    x, y = _vars(2)
+    fn = rg.Function([x, y], rg.op.add(x, y))
+    rules = '(ruleset t) (rewrite (r:add a b) (r:add a (r:transpose b "None")) :ruleset t :name "bad-add")'
+    with pytest.raises(rg.RuleError, match="rule bad-add") as info:
+        saturate(RelayEGraph(fn), rules, isolate=False, progress=False)
+    assert "broadcast" in str(info.value)
+
+
+def test_malformed_rule_is_reported_with_its_name():
+    with pytest.raises(rg.RuleError, match="rule short-dense: egglog refused it"):
+        saturate(_sum_chain(2), '(ruleset t) (rewrite (r:add a b) (r:nn.dense a b) :ruleset t '
+                                ':name "short-dense")', isolate=False, progress=False)
+
+
+class _Double:
+    """A Python rewrite: add(a, a) -> multiply(a, 2)."""
+
+    relation = "rw-double"
+    variables = ["root", "a"]
+
+    def __init__(self):
+        self.calls = 0
+
+    def apply(self, bindings, graph):
+        self.calls += 1
+        a = rg.var("a")
+        assert graph.type_of(bindings["a"]) == rg.TensorType((2, 3), "float32")
+        return [(bindings["root"], rg.op.multiply(a, rg.const(np.float32(2.0))))]
+
+
+class _DoubleRule:
+    name = "double"
+    ruleset = "test"
+
+    def __init__(self):
+        self.python_rewrite = _Double()
+
+    def declarations(self):
+        return ["(ruleset test)", "(relation rw-double (RExpr RExpr))"]
+
+    def commands(self):
+        return ['(rule ((= root (r:add a a))) ((rw-double root a)) :ruleset test :name "double")']
+
+
+def test_python_rewrites_get_their_matches_once():
+    (x,) = _vars(1)
+    fn = rg.Function([x], rg.op.nn.relu(rg.op.add(x, x)))
+    rule = _DoubleRule()
+    eg = RelayEGraph(fn)
+    report = saturate(eg, [rule], isolate=False, progress=False)
+    assert report.stop_reason == "saturated" and rule.python_rewrite.calls == 1
+    out = eg.extract("tree", lambda op, attrs, args, out: 5.0 if op == "add" else 1.0)
+    assert "multiply" in rg.astext(out)
+    _same_values(fn, out)
+
+
+def test_rules_from_files_on_bert():
+    mod, params = rg.zoo.get("bert", small=True)
+    rules = rg.load_rules(["rules/algebraic.rules", "rules/fusion.rules"])
+    eg = RelayEGraph(mod)
+    report = saturate(eg, rules, node_limit=50_000, isolate=False, progress=False)
+    assert report.stop_reason in ("saturated", "node-limit", "iter-limit")
+    assert report.matches.get("fuse-dense-bias", 0) > 0
+    out = eg.extract("greedy-dag", "latency")
+    inputs = rg.zoo.example_inputs(mod, params)
+    args = [params.get(p.name_hint, inputs.get(p.name_hint)) for p in mod["main"].params]
+    np.testing.assert_allclose(rg.evaluate(rg.IRModule.from_expr(out), *args), rg.evaluate(mod, *args),
+                               rtol=1e-4, atol=1e-4)
+    assert "fused." in rg.astext(out)

@@ -1,0 +1,89 @@
+"""Saturation in a worker process: the hard time limit, and the same results as in-process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaygraph as rg
+from relaygraph.egraph import RelayEGraph, saturate
+from test_egraph_saturate import ASSOC, COMMUTE, _DoubleRule, _same_values, _sum_chain, _vars
+
+EXPLOSIVE = ASSOC + '(rewrite (r:add (r:add a b) c) (r:add a (r:add b c)) :ruleset t :name "add-assoc-r")'
+
+
+def test_worker_matches_in_process_run():
+    x, y, z = _vars(3)
+    fn = rg.Function([x, y, z], rg.op.multiply(rg.op.add(x, y), z))
+    here = saturate(fn, COMMUTE, isolate=False, progress=False)
+    eg = RelayEGraph(fn)
+    there = saturate(eg, COMMUTE, time_limit=60, progress=False)
+    assert there.mode == "worker" and there.stop_reason == here.stop_reason == "saturated"
+    assert [(i.nodes, i.classes) for i in there.iterations] == [(i.nodes, i.classes) for i in here.iterations]
+    assert there.matches == here.matches
+    assert there.initial_nodes == here.initial_nodes
+    assert eg.sizes() == (there.nodes, there.classes)  # the parent's e-graph follows the worker's
+    _same_values(fn, eg.extract())
+
+
+def test_hard_time_limit_stops_an_exploding_iteration():
+    fn = _sum_chain(40)
+    eg = RelayEGraph(fn)
+    report = saturate(eg, EXPLOSIVE, time_limit=2.5, node_limit=None, iter_limit=100, scheduler="simple",
+                      progress=False)
+    assert report.stop_reason == "time-limit-hard"
+    assert report.state_iteration <= len(report.iterations)  # a checkpoint before the killed iteration
+    assert "still running at the time limit" in report.notes[0]
+    assert (report.nodes, report.classes) == eg.sizes()
+    out = eg.extract()
+    _same_values(fn, out)
+    print(report)
+
+
+def test_rule_errors_cross_the_process_boundary():
+    x, y = _vars(2)
+    fn = rg.Function([x, y], rg.op.add(x, y))
+    rules = COMMUTE + '(rewrite (r:add a b) (r:transpose a "None") :ruleset t :name "add-to-transpose")'
+    with pytest.raises(rg.RuleError, match="rule add-to-transpose unions terms of different types"):
+        saturate(fn, rules, time_limit=60, progress=False)
+
+
+def test_python_rewrites_run_in_the_parent():
+    (x,) = _vars(1)
+    fn = rg.Function([x], rg.op.nn.relu(rg.op.add(x, x)))
+    rule = _DoubleRule()
+    eg = RelayEGraph(fn)
+    report = saturate(eg, [rule], time_limit=60, progress=False)
+    assert report.stop_reason == "saturated" and rule.python_rewrite.calls == 1
+    out = eg.extract("tree", lambda op, attrs, args, out: 5.0 if op == "add" else 1.0)
+    assert "multiply" in rg.astext(out)
+    _same_values(fn, out)
+
+
+SMALL_ZOO = ["vgg-11", "lstm", "dcgan", "squeezenet-1.1"]
+
+
+def _check_zoo_model(name: str, isolate: bool) -> None:
+    mod, params = rg.zoo.get(name, small=True)
+    rules = rg.load_rules(["rules/algebraic.rules", "rules/fusion.rules"])
+    eg = RelayEGraph(mod)
+    report = saturate(eg, rules, node_limit=50_000, time_limit=60 if isolate else None, isolate=isolate,
+                      progress=False)
+    print(f"== {name}\n{report}")
+    out = eg.extract("greedy-dag", "latency")
+    inputs = rg.zoo.example_inputs(mod, params)
+    args = [params.get(p.name_hint, inputs.get(p.name_hint)) for p in mod["main"].params]
+    want, got = rg.evaluate(mod, *args), rg.evaluate(rg.IRModule.from_expr(out), *args)
+    for w, g in zip(*(v if isinstance(v, tuple) else (v,) for v in (want, got))):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", SMALL_ZOO)
+def test_zoo_models_saturate_and_evaluate_equal(name):
+    _check_zoo_model(name, isolate=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(rg.zoo.MODELS))
+def test_every_zoo_model_saturates_under_the_node_limit(name):
+    _check_zoo_model(name, isolate=True)
