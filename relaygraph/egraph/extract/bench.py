@@ -154,8 +154,9 @@ def plot(rows: Sequence[dict], path: str) -> None:
     for ax in (ax_cost, ax_time):
         ax.set_xticks(range(len(files)), labels, rotation=30, ha="right", fontsize=8)
         ax.legend(fontsize=8)
-    low = min((r["dag_cost"] / best[r["file"]] for r in good if best[r["file"]] > 0), default=1.0)
-    ax_cost.set_ylim(max(0.0, low - 0.02), None)
+    ratios = [r["dag_cost"] / best[r["file"]] for r in good if best[r["file"]] > 0] or [1.0]
+    spread = max(max(ratios) - 1.0, 1e-3)  # zoom in: the differences are often fractions of a percent
+    ax_cost.set_ylim(1.0 - 0.1 * spread, max(ratios) + 0.15 * spread)
     ax_cost.set_ylabel("DAG cost / best on file")
     ax_time.set_yscale("log")
     ax_time.set_ylabel("time (s)")
