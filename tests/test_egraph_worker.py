@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_egraph_saturate import ASSOC, COMMUTE, _DoubleRule, _same_values, _sum_chain, _vars
 
 import relaygraph as rg
 from relaygraph.egraph import RelayEGraph, saturate
-from test_egraph_saturate import ASSOC, COMMUTE, _DoubleRule, _same_values, _sum_chain, _vars
 
 EXPLOSIVE = ASSOC + '(rewrite (r:add (r:add a b) c) (r:add a (r:add b c)) :ruleset t :name "add-assoc-r")'
 

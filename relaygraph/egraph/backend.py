@@ -97,6 +97,7 @@ def _load_rules(ctor: str) -> str:
             f"(rule ({atom}) ((delete {atom})) :ruleset rg-clean :name \"rg-clean-{ctor}\")")
 
 
+_FILE_ROWS = 32  # fewer rows than this go in as commands: a file costs more than a few commands
 _FUNCTION_TABLES = ("in:ty", "ty:rank", "ty:dtype", "ty:dim", "tyof:")  # the last column is the output
 
 
@@ -106,8 +107,14 @@ def signature_fields(ctor: str) -> tuple[str, ...]:
 
 
 def _typing_rules(ctor: str) -> str:
-    """``sig:<ctor>`` records the signatures of nodes whose children are typed; ``tyof:<ctor>``
-    (filled by Python, once per signature) gives their type."""
+    """The typing rules of a constructor.
+
+    ``tyof:<ctor>`` (filled by Python, once per signature) gives the type of a signature: the
+    children's type texts and the node's literal fields. The typing rule sets the type of every
+    node whose signature is known and marks the node in ``typed:<ctor>``; comparing the sizes
+    of ``<ctor>`` and ``typed:<ctor>`` tells which constructors have nodes of unknown signature,
+    and only for those does the signature rule (``sig:<ctor>``, a second join per node) run.
+    """
     fields = constructor_fields(ctor)
     names = [f"a{i}" for i in range(len(fields))]
     facts, sig = [], []
@@ -118,15 +125,17 @@ def _typing_rules(ctor: str) -> str:
         else:
             sig.append(n)
     cols = " ".join(signature_fields(ctor))
-    node = f"({ctor}{''.join(' ' + n for n in names)})"
-    query = " ".join([f"(= e {node})", *facts])
+    node_args = "".join(" " + n for n in names)
+    query = " ".join([f"(= e ({ctor}{node_args}))", *facts])
     args = " ".join(sig)
     out = "lty" if ctor == "RCons" else "ty"
     return (f"(relation sig:{ctor} ({cols}))\n"
             f"(function tyof:{ctor} ({cols}) String :no-merge)\n"
-            f"(rule ({query}) ((sig:{ctor} {args})) :ruleset rg-type :name \"rg-sig-{ctor}\")\n"
-            f"(rule ({query} (= r (tyof:{ctor} {args}))) ((set ({out} e) r)) :ruleset rg-type "
-            f":name \"rg-type-{ctor}\")\n"
+            f"(relation typed:{ctor} ({' '.join(fields)}))\n"
+            f"(ruleset rg-sig-{ctor})\n"
+            f"(rule ({query}) ((sig:{ctor} {args})) :ruleset rg-sig-{ctor} :name \"rg-sig-{ctor}\")\n"
+            f"(rule ({query} (= r (tyof:{ctor} {args}))) ((set ({out} e) r) (typed:{ctor}{node_args})) "
+            f":ruleset rg-type :name \"rg-type-{ctor}\")\n"
             f"(rule ((sig:{ctor} {args})) ((delete (sig:{ctor} {args}))) :ruleset rg-sig-clean "
             f":name \"rg-sig-clean-{ctor}\")")
 
@@ -200,9 +209,21 @@ class Backend:
         return out
 
     def run_fixed(self, name: str) -> None:
-        """Run one of the bridge's own schedules: ``types`` (typing rules, then facts) or ``sig-clean``."""
+        """Run one of the bridge's own schedules: ``types`` (typing rules, then facts) or
+        ``sig-clean``."""
         schedule = self._types_schedule if name == "types" else self._sig_clean
-        self.run(*schedule, what="typing new e-classes" if name == "types" else "clearing signatures")
+        self.run(*schedule, what=f"typing new e-classes ({name})")
+
+    def untyped_constructors(self) -> list[str]:
+        """Constructors with nodes the typing rules have not typed (unknown signatures)."""
+        sizes = self.sizes()
+        return [c for c in self._typed if sizes.get(c, 0) != sizes.get(f"typed:{c}", 0)]
+
+    def record_signatures(self, ctors) -> None:
+        """Run the signature rules of ``ctors`` (see ``_typing_rules``)."""
+        b, span = self.b, self.span
+        runs = [b.Run(span, b.RunConfig(f"rg-sig-{c}", None)) for c in ctors]
+        self.run(b.RunSchedule(b.Sequence(span, runs)), what="recording signatures")
 
     def sizes(self) -> dict[str, int]:
         """Rows per table (egglog's print-size)."""
@@ -217,10 +238,10 @@ class Backend:
         get = out.termdag.get
         return [tuple(get(a).value.value for a in get(term).args) for term, _ in out.terms]
 
-    def read_signatures(self) -> dict[str, list[tuple]]:
-        """The signature rows recorded since they were last cleared, by constructor."""
+    def read_signatures(self, ctors) -> dict[str, list[tuple]]:
+        """The signature rows of ``ctors`` recorded since they were last cleared."""
         sizes = self.sizes()
-        return {c: self.read_table(f"sig:{c}") for c in self._typed if sizes.get(f"sig:{c}")}
+        return {c: self.read_table(f"sig:{c}") for c in ctors if sizes.get(f"sig:{c}")}
 
     # -- decoding values ------------------------------------------------------------------------
     def i64(self, value) -> int:
@@ -252,9 +273,10 @@ class Backend:
             self._declared.add(ctor)
 
     def _input(self, table: str, rows, commands: list) -> None:
-        """Commands that add ``rows`` to ``table``: one input file, and single rows it cannot hold."""
+        """Commands that add ``rows`` to ``table``: an input file for many rows, else (and for
+        strings a file cannot hold) one command per row."""
         b, span = self.b, self.span
-        safe = [r for r in rows if all(map(_tsv_safe, r))]
+        safe = [r for r in rows if all(map(_tsv_safe, r))] if len(rows) >= _FILE_ROWS else []
         if safe:
             self._files += 1
             path = os.path.join(self.tmpdir, f"{self._files}.tsv")
@@ -264,7 +286,7 @@ class Backend:
         if len(safe) == len(rows):
             return
         for r in rows:
-            if all(map(_tsv_safe, r)):
+            if safe and all(map(_tsv_safe, r)):
                 continue
             lits = [b.Lit(span, b.String(v) if isinstance(v, str) else b.Int(v)) for v in r]
             if table.startswith(_FUNCTION_TABLES):

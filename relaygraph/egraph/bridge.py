@@ -206,10 +206,14 @@ class RelayEGraph:
         while True:
             self.flush()
             self._record(("run", "types"))
-            sigs = self.backend.read_signatures()
-            if not sigs:
+            untyped = self.backend.untyped_constructors()
+            if not untyped:
                 return total, []
+            self._record(("signatures", tuple(untyped)))
+            sigs = self.backend.read_signatures(untyped)
             self._record(("run", "sig-clean"))
+            if not sigs:
+                return total, [TypingProblem("RExpr", "some e-classes have no type and no node to type by")]
             count, problems = self.typer.resolve(sigs, self.builder)
             if problems:
                 self.builder.take()  # the types found so far are dropped with the failed iteration
@@ -291,6 +295,8 @@ def _execute(backend: Backend, state: GraphState, entry: tuple):
         return backend.run_fixed(entry[1])
     if entry[0] == "declare":
         return backend.declare(entry[1])
+    if entry[0] == "signatures":
+        return backend.record_signatures(entry[1])
     _, text, ruleset, name = entry
     try:
         commands = backend.parse(text)
