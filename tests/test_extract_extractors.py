@@ -216,9 +216,25 @@ def test_tensat_resnet50_with_cycles_ilp_within_a_minute():
 
 
 def test_deep_egraphs_extract_without_recursion():
-    # 20,000 classes deep; extraction and checking are iterative all the way
+    # 20,000 classes deep, with cycles; extraction and checking are iterative all the way
     g = random_egraph(60_000, seed=3, alternatives=2)
     for extract in (rg.extract.tree, rg.extract.greedy_dag):
         r = extract(g)
         assert check(g, r.choice) == pytest.approx(r.dag_cost)
         assert len(r.choice) > 1000
+
+
+def test_a_100000_deep_chain_extracts_and_sharing_pays_off():
+    # c_i = f(c_{i-1}) for 1, or g(c_{i-1}, c_{i-2}) for 0.5: g is cheaper as a DAG, f as a tree
+    n = 100_000
+    nodes = {"x": {"op": "x", "eclass": "c0", "cost": 1.0}}
+    prev, prev2 = "x", "x"
+    for i in range(1, n):
+        nodes[f"f{i}"] = {"op": "f", "eclass": f"c{i}", "cost": 1.0, "children": [prev]}
+        nodes[f"g{i}"] = {"op": "g", "eclass": f"c{i}", "cost": 0.5, "children": [prev, prev2]}
+        prev, prev2 = f"f{i}", prev
+    g = from_json({"nodes": nodes, "root_eclasses": [f"c{n - 1}"]})
+    t, greedy = rg.extract.tree(g), rg.extract.greedy_dag(g)
+    assert len(t.choice) == len(greedy.choice) == n
+    assert t.dag_cost == t.tree_cost == n
+    assert greedy.dag_cost == 1.0 + 0.5 * (n - 1) and math.isinf(greedy.tree_cost)

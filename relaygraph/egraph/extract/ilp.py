@@ -1,23 +1,34 @@
 """DAG-optimal extraction by integer programming, solved by HiGHS.
 
-After pruning (see ``prune``), one binary ``x[n]`` per node says the node is chosen::
+After pruning (see ``prune``), one binary ``x[n]`` per node says the node is chosen, and ``z``
+is the objective's value::
 
-    minimise   sum cost[n] * x[n]
+    minimise   z = sum cost[n] * x[n]
     subject to sum(x[n] for n in class r) = 1              for each root class r
                sum(x[n] for n in class k) <= 1             for each class k
                x[n] <= sum(x[m] for m in class d)          for each node n and child class d
-               t[d] - t[c] + M * x[n] <= M - 1             for n in class c, d a child class of n,
+               z >= P, z >= p[n] * x[n]                    path lower bounds (see below)
+    and no cycle among the chosen nodes, by one of:
+      "order": t[d] - t[c] + M * x[n] <= M - 1             for n in class c, d a child class of n,
                                                            c and d on one cycle (M = its size)
+      "lazy":  sum(x[n] for n in a class of S with a child in S) <= |S| - 1
+                                                           for each set S of classes found on a
+                                                           cycle of a relaxed answer
 
-The last rows give every class on a cycle a position ``t`` that must grow from child to
-parent along chosen nodes, which forbids cycles. They are written only inside strongly
-connected components of the class graph; an e-graph without cycles gets none.
+Position variables ``t`` must grow from child to parent along chosen nodes; they are written
+only inside strongly connected components of the class graph (an e-graph without cycles gets
+none). The lazy variant solves without them, cuts every cycle of the answer (a lowest class of
+S cannot use a child in S) and solves again; an acyclic answer of the relaxed program is
+optimal. The path bounds (``prune.path_bounds``: a term costs at least its most expensive chain
+of nodes) see acyclicity directly: when the start meets the root's bound, it is optimal without
+solving.
 
 Backends: ``"highs"`` drives the HiGHS build that SciPy ships (``scipy.optimize._highspy``)
-and gives it the greedy DAG answer as a true warm start (``setSolution``). ``"milp"`` uses the
-public ``scipy.optimize.milp``, which takes no starting point: there the greedy cost becomes a
-cutoff row (objective <= greedy cost). Either way, on a time-out the best answer found is
-returned, and the greedy answer when the solver found none better.
+and gives it the best acyclic answer so far (first the greedy DAG one) as a true warm start
+(``setSolution``). ``"milp"`` uses the public ``scipy.optimize.milp``, which takes no starting
+point: there the incumbent's cost becomes a cutoff row (objective <= its cost). Either way, on a
+time-out the best answer found is returned, the greedy answer when the solver found none better,
+with the gap to the best lower bound.
 """
 
 from __future__ import annotations
