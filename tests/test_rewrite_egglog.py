@@ -272,6 +272,34 @@ def test_merge_fires_on_bert_qkv():
     assert same_q or same_k  # each pair is merged once, in the order of its classes
 
 
+def test_three_way_merge_of_bert_query_key_value():
+    rules = [r for r in load_rules(f"{RULES}/algebraic.rules") if r.name == "merge-dense-split3"]
+    h = Harness(rules)
+    x = Var("x", _t(8, 32))
+    ws = [Var(n, _t(32, 32)) for n in ("wq", "wk", "wv")]
+    denses = [h.add(rg.op.nn.dense(x, w, units=32)) for w in ws]
+    merged_weight = rg.op.nn.dense(x, rg.op.multiply(ws[0], ws[1]))
+    not_leaf = h.add(merged_weight)  # a dense whose weight is computed is not merged
+    h.run("algebraic", 1)
+    parts = rg.op.split(rg.op.nn.dense(x, rg.op.concatenate(ws)), indices_or_sections=(32, 64), axis=-1)
+    assert all(h.same(d, h.add(TupleGetItem(parts, i))) for i, d in enumerate(denses))
+    assert not any(h.same(not_leaf, h.add(TupleGetItem(parts, i))) for i in range(3))
+
+
+def test_merged_denses_are_not_merged_again():
+    rules = [r for r in load_rules(f"{RULES}/algebraic.rules") if r.name == "merge-dense-split"]
+    h = Harness(rules)
+    x = Var("x", _t(4, 8))
+    for n in ("a", "b", "c"):
+        h.add(rg.op.nn.dense(x, Var(n, _t(8, 8)), units=8))
+    h.run("algebraic", 2)
+    sizes = []
+    for _ in range(3):  # more iterations add nothing: the merged denses have computed weights
+        h.run("algebraic", 1)
+        sizes.append(len(h._graph()[0]))
+    assert sizes[0] == sizes[1] == sizes[2]
+
+
 def test_fusion_builds_conv2d_bias_relu():
     rules = load_rules(f"{RULES}/fusion.rules")
     h = Harness(rules)

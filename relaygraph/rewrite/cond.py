@@ -3,6 +3,7 @@
 The syntax is Python's expression syntax (``and``, ``or``, ``not``, comparisons, ``+ - * // %``,
 indexing, lists) with pattern variables ``?x`` and these functions of a class variable:
 ``rank(?x)``, ``shape(?x)`` (a tuple; ``shape(?x)[0]`` a dimension), ``dtype(?x)``, ``len(...)``,
+``leaf(?x)`` (``?x`` is a variable or a constant of the program, such as a weight),
 ``free(?b, ?e)`` (is the let-bound ``?b`` free in ``?e``) and ``once(?b, ?e)`` (is it free exactly
 once), and the attribute functions of ``tables.py`` (``compose_axes(?p, ?q)``,
 ``identity_axes(?p)``). An attribute variable (``?ax`` in
@@ -31,7 +32,7 @@ from .tables import ATTR_FUNCTIONS, AttrFunction
 __all__ = ["Expression", "UNKNOWN", "parse_expression", "Kinds", "egg_str", "EvalEnv", "evaluate"]
 
 
-_FUNCS = {"rank", "shape", "dtype", "free", "once", "len", *ATTR_FUNCTIONS}
+_FUNCS = {"rank", "shape", "dtype", "free", "once", "leaf", "len", *ATTR_FUNCTIONS}
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,10 @@ class EvalEnv:
     """What an expression reads: types of class variables, attribute values, free variables."""
 
     def __init__(self, type_of: Callable[[str], Type | None], attr: Callable[[str], object],
-                 occurrences: Callable[[str, str], int | None] | None = None) -> None:
+                 occurrences: Callable[[str, str], int | None] | None = None,
+                 is_leaf: Callable[[str], bool | None] | None = None) -> None:
         self.type_of, self.attr, self.occurrences = type_of, attr, occurrences
+        self.is_leaf = is_leaf
 
 
 class RuleSyntaxError(Exception):
@@ -160,7 +163,12 @@ def parse_expression(piece: Located, kinds: Kinds, what: str = "condition") -> E
     # positions inside the tree count the "(" we added
     origin = [piece.offset] + prepared.origin + [prepared.file_offset(len(text))] * 2
     expr = Expression(piece, tree, origin, kinds, "(" + text + "\n)")
-    _Checker(expr, kinds, what).check(tree, top=True)
+    checker = _Checker(expr, kinds, what)
+    checker.check(tree, top=True)
+    top = {id(p) for p in conjuncts(tree)}
+    for n in ast.walk(tree):  # leaf() is a pattern restriction, not a truth value to combine
+        if isinstance(n, ast.Call) and n.func.id == "leaf" and id(n) not in top:
+            raise checker.fail("leaf(?x) must be one of the conditions joined by `and`", n)
     return expr
 
 

@@ -50,6 +50,9 @@ class EggFacts:
             if not f.condition or args is None:
                 return None
             return [f"({f.egg_name} {' '.join(args)})"]
+        if isinstance(node, ast.Call) and node.func.id == "leaf":
+            # expanded by the rule into one command per kind of leaf (RVar, RConst)
+            return [f"(leaf ?{node.args[0].id[len(PV_PREFIX):]})"]
         if isinstance(node, ast.Call) and node.func.id == "once":
             b = "?" + node.args[0].id[len(PV_PREFIX):]
             return [f"(once {b} ?{node.args[1].id[len(PV_PREFIX):]})"]

@@ -102,6 +102,8 @@ def evaluate(node: ast.expr, env):
         if name == "len":
             v = evaluate(node.args[0], env)
             return len(v) if isinstance(v, tuple) else UNKNOWN
+        if name == "leaf":
+            return None if env.is_leaf is None else env.is_leaf(node.args[0].id[len(PV_PREFIX):])
         if name in SCOPE_FUNCS:
             count = None if env.occurrences is None else env.occurrences(
                 node.args[0].id[len(PV_PREFIX):], node.args[1].id[len(PV_PREFIX):])

@@ -260,7 +260,8 @@ def condition_env(rule: Rule, inst: Instance) -> EvalEnv:
             return 0
         return sum(1 for v in _all_var_uses(e) if v is var)
 
-    return EvalEnv(type_of_name, inst.attrs.__getitem__, occurrences)
+    return EvalEnv(type_of_name, inst.attrs.__getitem__, occurrences,
+                   lambda name: isinstance(inst.leaves.get(name), Var))
 
 
 def _concrete(v) -> bool:

@@ -17,6 +17,7 @@ second is left out when it is the first with its variables renamed (``add(?a, ?b
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from ..errors import Span
@@ -72,6 +73,9 @@ class Rule:
             for i, (facts, var) in enumerate(values):
                 self._facts += facts
                 self._computed_vars[i] = var
+        # `leaf(?w)`: one command per combination of variable and constant leaves
+        self._leaves = [f[len("(leaf "):-1] for f in self._facts if f.startswith("(leaf ")]
+        self._facts = [f for f in self._facts if not f.startswith("(leaf ")]
         if self._residue or len(self._computed_vars) < len(self.computed):
             self.python_rewrite = PythonRewrite(self)
 
@@ -98,7 +102,7 @@ class Rule:
         return out
 
     def commands(self) -> list[str]:
-        """The egglog rule command of this rule."""
+        """The egglog rule command of this rule (one per kind of each ``leaf`` variable)."""
         if self.python_rewrite is None:
             actions = [f"(union ?{r} {rhs_term(p, computed=self._computed_vars)})"
                        for r, p in zip(self.roots, self.rhs)]
@@ -106,10 +110,15 @@ class Rule:
         else:
             pr = self.python_rewrite
             facts = self._facts + [f"(ty ?{v})" for v in pr.typed]
-            actions = [f"(let {name} {rhs_term(p)})" for name, p in pr.prebuilt]
-            actions.append(f"({pr.relation} {' '.join(pr.columns)})")
-        return [f"(rule ({' '.join(facts)}) ({' '.join(actions)}) :ruleset {self.ruleset} "
-                f":name \"{self.name}\")"]
+            actions = [f"({pr.relation} {' '.join(pr.columns)})"]
+            actions[:0] = [f"(let {name} {rhs_term(p)})" for name, p in pr.prebuilt]
+        out = []
+        for i, kinds in enumerate(itertools.product(("RVar", "RConst"), repeat=len(self._leaves))):
+            leaf_facts = [f"(= {v} ({k} ?__leaf{j}))" for j, (v, k) in enumerate(zip(self._leaves, kinds))]
+            name = self.name if i == 0 else f"{self.name}/{i + 1}"
+            out.append(f"(rule ({' '.join(facts + leaf_facts)}) ({' '.join(actions)}) "
+                       f":ruleset {self.ruleset} :name \"{name}\")")
+        return out
 
     def __repr__(self) -> str:
         kind = "python" if self.python_rewrite is not None else "egglog"
