@@ -57,9 +57,14 @@ def bert_egraph():
     rules = load_rules([os.path.join(root, "algebraic.rules"), os.path.join(root, "fusion.rules")])
     mod, _ = zoo.get("bert")
     start = time.perf_counter()
-    report = saturate(mod, rules, node_limit=100_000, iter_limit=20, time_limit=300, progress=False)
+    try:
+        report = saturate(mod, rules, node_limit=100_000, iter_limit=20, time_limit=300, progress=False)
+        graph = report.egraph.extraction_graph("latency")
+    except Exception as exc:  # the bridge is another layer: report its failure, measure the rest
+        print(f"  saturated BERT: unavailable (saturation failed: {str(exc).splitlines()[0]})")
+        return None
     print(f"  BERT-base {str(report).splitlines()[0]} (in {time.perf_counter() - start:.0f} s)")
-    return report.egraph.extraction_graph("latency")
+    return graph
 
 
 def scaling() -> None:

@@ -102,7 +102,10 @@ def needed_classes(graph: ExtractionGraph, choice: dict[int, int]) -> list[int]:
 
 
 def find_cycle(graph: ExtractionGraph, choice: dict[int, int]) -> list[int] | None:
-    """A cycle of needed classes through chosen nodes (as class indices), or None."""
+    """A cycle of needed classes through chosen nodes (as class indices), or None.
+
+    ``choice`` must hold every needed class (``needed_classes`` says which are missing).
+    """
     state = bytearray(graph.num_classes)  # 1 on the current path, 2 finished
     for root in graph.roots:
         if state[root]:
