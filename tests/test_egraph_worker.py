@@ -23,6 +23,8 @@ def test_worker_matches_in_process_run():
     assert there.matches == here.matches
     assert there.initial_nodes == here.initial_nodes
     assert eg.sizes() == (there.nodes, there.classes)  # the parent's e-graph follows the worker's
+    replayed = RelayEGraph.from_journal(eg.journal, eg.root)  # and its journal rebuilds it here
+    assert replayed.sizes() == eg.sizes()
     _same_values(fn, eg.extract())
 
 

@@ -9,8 +9,11 @@ the placeholders and input rows are deleted afterwards. Types arrive the same wa
 (``in:ty``, handle -> type text), and the facts rules read (``rank``, ``dtype``, ``dim``) are
 derived inside egglog from per-type tables (``ty:rank``, ``ty:dtype``, ``ty:dim``). Building
 and running the ``input`` commands is linear in the rows and far cheaper than a command per
-node. Strings that a tab-separated file cannot carry (tabs, newlines, surrounding spaces) go
-in as one command per row instead.
+node. Small tables, and strings that a tab-separated file cannot carry (tabs, newlines,
+surrounding spaces), go in as one command per row instead.
+
+The classes rules create are typed inside egglog too, by signature (``_typing_rules``; the
+Python side is ``relaygraph.egraph.scan``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import tempfile
 import weakref
 
 from ..errors import RelayError
-from .encoding import BUILTIN_CONSTRUCTORS, EXPR, LIST, OP_PREFIX, constructor_fields, schema_program
+from .encoding import EXPR, LIST, constructor_fields, schema_program
 from .tables import Batch
 from .typer import TypeTable
 
@@ -140,17 +143,6 @@ def _typing_rules(ctor: str) -> str:
             f":name \"rg-sig-clean-{ctor}\")")
 
 
-class _SignatureTyped:
-    """Constructors typed through signatures: every one but RNil and RTuple (typed by rules)."""
-
-    def __contains__(self, ctor: str) -> bool:
-        return ctor not in ("RNil", "RTuple") and (ctor in BUILTIN_CONSTRUCTORS or ctor == "RCons"
-                                                  or ctor.startswith(OP_PREFIX))
-
-
-_SIGNATURE_TYPED = _SignatureTyped()
-
-
 def _tsv_safe(value) -> bool:
     return not isinstance(value, str) or (
         value == value.strip() and "\t" not in value and "\n" not in value and "\r" not in value)
@@ -266,7 +258,7 @@ class Backend:
             if ctor in self._declared or ctor == "union":
                 continue
             text = _load_rules(ctor)
-            if ctor in _SIGNATURE_TYPED:
+            if ctor not in ("RNil", "RTuple"):  # those two are typed by fixed rules (MACHINERY)
                 text += "\n" + _typing_rules(ctor)
                 self._typed.append(ctor)
             self.run_text(text, what=f"declaring the rules of {ctor}")

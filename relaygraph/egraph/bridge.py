@@ -24,11 +24,10 @@ from ..ir.traversal import free_vars
 from ..ir.types import Type
 from .backend import Backend, EgglogError, parse_egglog
 from .readback import gym_document, read_back
-from .scan import HandleMaker, SignatureTyper, Snapshot, TypingProblem, expr_constructors
-from .tables import Batch, BatchBuilder, GraphState, RelayTables, UnionTypeError
-from .typer import NodeTypeError
+from .scan import HandleMaker, Snapshot, TypingProblem, expr_constructors, resolve_signatures
+from .tables import Batch, BatchBuilder, GraphState, RelayTables
 
-__all__ = ["RelayEGraph"]
+__all__ = ["RelayEGraph", "retarget"]
 
 
 class RelayEGraph:
@@ -38,13 +37,13 @@ class RelayEGraph:
         self.state = GraphState()
         self.tables = RelayTables()
         self.builder = BatchBuilder(self.state, self.tables)
-        self.typer = SignatureTyper()
         self.journal: list[tuple] = []
         self.declared: set[str] = set()  # egglog declarations already made (rules install once)
         self.function: Function | None = None
         self.root: int | None = None
         self._backend: Backend | None = None
         self._document: dict | None = None  # a worker's final serialization, until the next change
+        self._sizes: tuple[int, int] | None = None  # and its sizes
         if program is not None:
             self.load(program, entry=entry)
 
@@ -52,17 +51,16 @@ class RelayEGraph:
     def load(self, program: IRModule | Function | Expr, *, entry: str = "main") -> int:
         """Put a program in (a module's ``entry`` function, a function, or an expression over its
         free variables); returns the handle of its body's class."""
-        from ..ty import infer_type
+        from ..ty import infer_type, known_type
 
         if isinstance(program, IRModule):
-            infer_type(program)  # records the types of the nodes; the function read back is the original
             fn = program[entry]
-        elif isinstance(program, Function):
-            fn = program
-            infer_type(IRModule.from_expr(fn))
-        elif isinstance(program, Expr):
-            fn = Function(free_vars(program), program)
-            infer_type(IRModule.from_expr(fn))
+            if known_type(fn) is None:  # InferType records the types of the nodes (nodes are shared)
+                infer_type(program)
+        elif isinstance(program, (Function, Expr)):
+            fn = program if isinstance(program, Function) else Function(free_vars(program), program)
+            if known_type(fn) is None:
+                infer_type(IRModule.from_expr(fn))
         else:
             raise RelayError(f"RelayEGraph.load: expected an IRModule, Function or Expr, got "
                              f"{type(program).__name__}")
@@ -115,14 +113,14 @@ class RelayEGraph:
 
     def _record(self, entry: tuple) -> None:
         self.journal.append(entry)
-        self._document = None
+        self._document = self._sizes = None
         if self._backend is not None:
             _execute(self._backend, self.state, entry)
 
     def flush(self) -> None:
         """Send pending nodes, unions and types to the e-graph."""
         batch = self.builder.take()
-        if batch or batch.new_types or batch.leaves:
+        if batch:
             self._record(("batch", batch))
 
     def declare_constructors(self, ctors) -> None:
@@ -144,7 +142,7 @@ class RelayEGraph:
         """
         self.flush()
         self.journal.append(("egglog", text, ruleset, name))
-        self._document = None
+        self._document = self._sizes = None
         return _execute(self.backend, self.state, self.journal[-1])
 
     def record_egglog(self, text: str, ruleset: str | None = None, name: str | None = None) -> set[str]:
@@ -156,11 +154,13 @@ class RelayEGraph:
         if self._backend is not None:
             _execute(self._backend, self.state, entry)
         self.journal.append(entry)
-        self._document = None
+        self._document = self._sizes = None
         return _report_names(commands, name)
 
-    def adopt(self, entries: list[tuple], document: dict | None = None) -> None:
-        """Follow changes made to a copy of this e-graph elsewhere (a worker's journal entries)."""
+    def adopt(self, entries: list[tuple], document: dict | None = None,
+              sizes: tuple[int, int] | None = None) -> None:
+        """Follow changes made to a copy of this e-graph elsewhere (a worker's journal entries,
+        and its serialization and sizes at their end, so neither needs the e-graph rebuilt)."""
         self.flush()
         for entry in entries:
             if entry[0] == "batch":
@@ -168,6 +168,7 @@ class RelayEGraph:
             self.journal.append(entry)
         self._backend = None  # rebuilt from the journal if it is needed again
         self._document = document
+        self._sizes = sizes
 
     # -- what the rules' Python side uses -----------------------------------------------------------
     def type_of(self, handle: int) -> Type:
@@ -214,7 +215,7 @@ class RelayEGraph:
             self._record(("run", "sig-clean"))
             if not sigs:
                 return total, [TypingProblem("RExpr", "some e-classes have no type and no node to type by")]
-            count, problems = self.typer.resolve(sigs, self.builder)
+            count, problems = resolve_signatures(sigs, self.builder)
             if problems:
                 self.builder.take()  # the types found so far are dropped with the failed iteration
                 return total, problems
@@ -233,6 +234,8 @@ class RelayEGraph:
         """(e-nodes, e-classes) of the term language (classes counted by their types: call after
         ``type_new_classes``)."""
         self.flush()
+        if self._sizes is not None and self._backend is None:
+            return self._sizes
         sizes = self.backend.sizes()
         nodes = sum(sizes.get(c, 0) for c in _node_tables())
         return nodes, sizes.get("ty", 0)
@@ -349,11 +352,3 @@ def _scratch():
 
     return bindings.EGraph()
 
-
-def type_problem_error(problems: list[TypingProblem], rules: list[str]) -> RuleError:
-    """The error for ill-typed terms made by one of ``rules``."""
-    names = ", ".join(rules) if rules else "an unknown rule"
-    return RuleError(f"rule {names} made an ill-typed term: {problems[0]}")
-
-
-__all__ += ["retarget", "type_problem_error", "EgglogError", "NodeTypeError", "UnionTypeError", "Batch"]

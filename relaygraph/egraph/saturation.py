@@ -231,6 +231,8 @@ class Saturator:
             if report is None:
                 continue
             for name, count in report.num_matches_per_rule.items():
+                if not count:
+                    continue
                 rule = self.rule_of.get(name, name)
                 applied[rule] = applied.get(rule, 0) + count
                 applied_names.add(name)
@@ -288,7 +290,8 @@ class Saturator:
                 else f"makes an ill-typed term ({problem[0]})")
         culprit = suspects[0] if len(suspects) == 1 else self._probe(journal_mark, suspects)
         if culprit is None:
-            return RuleError(f"one of the rules {', '.join(suspects)} {what}; refused")
+            who = f"one of the rules {', '.join(suspects)}" if suspects else "a rule"
+            return RuleError(f"{who} {what}; refused")
         return RuleError(f"rule {culprit} {what}; refused")
 
     def _probe(self, journal_mark: int, suspects: list[str]) -> str | None:

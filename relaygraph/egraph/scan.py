@@ -5,7 +5,7 @@ each node whose children are typed (``sig:<ctor>``: the children's type texts an
 literal fields, such as attribute Strings), and another sets the node's class type from
 ``tyof:<ctor>`` once Python has computed the type of that signature through the op relations.
 A program has few distinct signatures, so Python does work per signature, not per node:
-``SignatureTyper`` reads the new signatures, types them and sends ``tyof`` rows back, until no
+``resolve_signatures`` types the new ones egglog recorded and sends ``tyof`` rows back, until no
 new signature appears. A node whose type differs from its class's makes egglog refuse the
 merge of ``ty`` (the rule that made it is then found and named); a signature the relations
 reject is an ill-typed term.
@@ -26,7 +26,7 @@ from .encoding import BUILTIN_CONSTRUCTORS, EXPR, LIST, op_constructor
 from .tables import LEAF_CTORS, BatchBuilder
 from .typer import NodeTypeError
 
-__all__ = ["Snapshot", "SignatureTyper", "HandleMaker", "TypingProblem", "expr_constructors"]
+__all__ = ["Snapshot", "resolve_signatures", "HandleMaker", "TypingProblem", "expr_constructors"]
 
 _KEYED = frozenset((*LEAF_CTORS, "RLet"))
 
@@ -47,46 +47,44 @@ class TypingProblem:
         return f"{self.ctor}: {self.message}"
 
 
-class SignatureTyper:
-    """Types node signatures for egglog's typing rules (the known ones are in GraphState)."""
+def resolve_signatures(sigs: dict[str, list[tuple]], builder: BatchBuilder) -> tuple[int, list]:
+    """Type the signatures not known before (the known ones are in ``builder.state``) into
+    ``builder``; (how many, problems)."""
+    count = 0
+    problems: list[TypingProblem] = []
+    known = builder.state.signatures
+    for ctor, rows in sigs.items():
+        fields = constructor_fields(ctor)
+        for row in rows:
+            if (ctor, row) in known:
+                continue
+            try:
+                t = _signature_type(ctor, fields, row, builder)
+            except NodeTypeError as exc:
+                problems.append(TypingProblem(ctor, str(exc)))
+                continue
+            builder.signature(ctor, row, t)
+            count += 1
+    return count, problems
 
-    def resolve(self, sigs: dict[str, list[tuple]], builder: BatchBuilder) -> tuple[int, list[TypingProblem]]:
-        """Type the signatures not seen before into ``builder``; (how many, problems)."""
-        count = 0
-        problems: list[TypingProblem] = []
-        by_text = builder.state.types.by_text
-        known = builder.state.signatures
-        for ctor, rows in sigs.items():
-            fields = constructor_fields(ctor)
-            for row in rows:
-                if (ctor, row) in known:
-                    continue
-                try:
-                    t = self._type(ctor, fields, row, builder, by_text)
-                except NodeTypeError as exc:
-                    problems.append(TypingProblem(ctor, str(exc)))
-                    continue
-                builder.signature(ctor, row, t)
-                count += 1
-        return count, problems
 
-    @staticmethod
-    def _type(ctor: str, fields: tuple, row: tuple, builder: BatchBuilder, by_text: dict):
-        kids: list = []
-        literals: list = []
-        for sort, value in zip(fields, row):
-            if sort == EXPR:
-                kids.append(by_text[value])
-            elif sort == LIST:
-                kids.extend(by_text[value].fields)
-            else:
-                literals.append(value)
-        if ctor == "RCons":
-            head, tail = by_text[row[0]], by_text[row[1]]
-            return TupleType((head, *tail.fields))
-        literals = tuple(literals)
-        leaf_key = literals[0] if ctor in _KEYED else None
-        return builder.typed_node(ctor, kids, literals, leaf_key)
+def _signature_type(ctor: str, fields: tuple, row: tuple, builder: BatchBuilder):
+    by_text = builder.state.types.by_text
+    if ctor == "RCons":
+        head, tail = by_text[row[0]], by_text[row[1]]
+        return TupleType((head, *tail.fields))
+    kids: list = []
+    literals: list = []
+    for sort, value in zip(fields, row):
+        if sort == EXPR:
+            kids.append(by_text[value])
+        elif sort == LIST:
+            kids.extend(by_text[value].fields)
+        else:
+            literals.append(value)
+    literals = tuple(literals)
+    leaf_key = literals[0] if ctor in _KEYED else None
+    return builder.typed_node(ctor, kids, literals, leaf_key)
 
 
 class Snapshot:

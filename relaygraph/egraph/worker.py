@@ -75,7 +75,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
     deadline = None  # set when the child has rebuilt the e-graph: the limit is on saturation proper
     report = SaturationReport("iter-limit", [], {}, 0.0, {}, "worker", egraph=egraph)
     delta: list = []  # the child's journal entries, in order
-    checkpoint = None  # (iteration, journal entries it covers, document)
+    checkpoint = None  # (iteration, journal entries it covers, document, sizes)
     bar = _progress_bar(options["iter_limit"], options["progress"])
     child_options = dict(options, progress=False)
     try:
@@ -103,7 +103,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
                 bar.set_postfix(nodes=stats.nodes, classes=stats.classes)
             elif kind == "checkpoint":
                 delta.extend(message[2])
-                checkpoint = (message[1], len(delta), message[3])
+                checkpoint = (message[1], len(delta), message[3], message[4])
                 if message[1] == 0:
                     report.initial_nodes, report.initial_classes = message[4]
                     if time_limit is not None:
@@ -127,7 +127,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
                 report.stop_reason, report.state_iteration = reason, state_iteration
                 stopped = max(_GRACE, 4 * estimate)
             elif kind == "document":
-                egraph.adopt(delta, message[1])
+                egraph.adopt(delta, message[1], message[2])
                 break
             elif kind == "error":
                 _, cls, text = message
@@ -151,8 +151,8 @@ def _roll_back(egraph, report, checkpoint, delta: list, time_limit: float) -> No
     if checkpoint is None:
         raise RelayError(f"the time limit of {time_limit} s passed before the worker had loaded the e-graph; "
                          f"raise time_limit")
-    iteration, covered, document = checkpoint
-    egraph.adopt(delta[:covered], document)
+    iteration, covered, document, sizes = checkpoint
+    egraph.adopt(delta[:covered], document, sizes)
     report.state_iteration = iteration
     report.notes.append(f"iteration {running} was still running at the time limit; the e-graph holds the "
                         f"state after iteration {iteration} (the last checkpoint)")
@@ -209,7 +209,7 @@ def _child(down: Connection, up: Connection) -> None:
         took = time.perf_counter() - t
         clock["rate"] = took / max(1, snap.num_nodes)
         clock["last"] = time.perf_counter()
-        return doc, (snap.num_nodes, snap.num_classes)
+        return doc, egraph.sizes()
 
     egraph.materialize()  # rebuild the e-graph first, so the serialization below is timed alone
     doc, sizes = serialize()
@@ -220,8 +220,8 @@ def _child(down: Connection, up: Connection) -> None:
         up.send(("iteration", stats, fresh_entries()))
         since = time.perf_counter() - clock["last"]
         if clock["rate"] * stats.nodes <= max(_CHECKPOINT_FREE, _CHECKPOINT_SHARE * since):
-            document, _ = serialize()
-            up.send(("checkpoint", stats.index, fresh_entries(), document))
+            document, sizes = serialize()
+            up.send(("checkpoint", stats.index, fresh_entries(), document, sizes))
 
     def apply_python(pending) -> bool:
         handles = {h for bindings_list in pending.values() for b in bindings_list for h in b.values()}
@@ -238,8 +238,7 @@ def _child(down: Connection, up: Connection) -> None:
     report = saturator.run(start)
     estimate = clock["rate"] * report.nodes
     up.send(("stopped", report.stop_reason, report.state_iteration, fresh_entries(), estimate))
-    doc, _ = serialize()
-    up.send(("document", doc))
+    up.send(("document", *serialize()))
 
 
 def main(argv: list[str]) -> int:
