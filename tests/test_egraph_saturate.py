@@ -181,3 +181,22 @@ def test_rules_from_files_on_bert():
     np.testing.assert_allclose(rg.evaluate(rg.IRModule.from_expr(out), *args), rg.evaluate(mod, *args),
                                rtol=1e-4, atol=1e-4)
     assert "fused." in rg.astext(out)
+
+
+def test_new_terms_are_typed_through_the_relations_with_symbolic_dims():
+    from relaygraph.ty import sym
+
+    x = rg.var("x", shape=(sym("n"), 3))
+    w = rg.var("w", shape=(4, 3))
+    fn = rg.Function([x, w], rg.op.nn.relu(rg.op.nn.dense(x, w)))
+    rules = ('(ruleset t) (rewrite (r:nn.relu (r:nn.dense x w u d)) '
+             '(r:transpose (r:transpose (r:nn.relu (r:nn.dense x w u d)) "None") "None") '
+             ':ruleset t :name "double-transpose")')
+    eg = RelayEGraph(fn)
+    report = saturate(eg, rules, iter_limit=1, isolate=False, progress=False)
+    assert report.iterations[0].new_signatures == 2  # transpose of (n, 4), then of (4, n)
+    doc = eg.document()
+    shapes = {tuple(c["tensor"]["shape"]) for c in doc["class_data"].values() if "tensor" in c}
+    assert ("n", 4) in shapes and (4, "n") in shapes
+    n = eg.state.types.dim_id(sym("n"))
+    eg.backend.run_text(f"(check (= (dim (r:transpose (nid {eg.root}) \"None\") 1) {n}))")
