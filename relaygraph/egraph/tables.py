@@ -43,10 +43,6 @@ class Batch:
     def __bool__(self) -> bool:
         return bool(self.rows or self.types or self.sigs or self.new_types or self.leaves)
 
-    def num_rows(self) -> int:
-        """How many node and union rows the batch holds."""
-        return sum(len(r) for r in self.rows.values())
-
 
 class GraphState:
     """What Python knows about an e-graph's classes: each handle's type, leaf types, type facts."""
