@@ -392,3 +392,11 @@ def test_empty_module_and_header_only():
 def test_var_is_nominal_per_binding():
     mod = parse(HEADER + "def @f(%x: int32) -> int32 { %x }\ndef @g(%x: int32) -> int32 { %x }")
     assert isinstance(mod["f"].params[0], Var) and mod["f"].params[0] is not mod["g"].params[0]
+
+
+def test_a_long_blank_tail_is_not_tokenized():
+    # A metadata section is blanked out before tokenizing; the blank tail must not be scanned
+    # (scanning it from every position was quadratic: minutes for a few hundred KB).
+    text = '#[version = "0.0.5"]\ndef @main(%x: float32) {\n  %x\n}\n' + " \n" * 150_000
+    mod = rg.parse(text)
+    assert mod["main"].body is mod["main"].params[0]

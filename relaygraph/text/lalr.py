@@ -141,7 +141,10 @@ def run(source: Source, start: str, handlers: dict[str, Callable]) -> object:
     values: list = []
     positions: list[int] = []
     length = len(text.rstrip())
-    for m in itertools.chain(g.token_re.finditer(text), (None,)):
+    # Tokenize up to the last non-blank character only: the pattern starts with optional
+    # whitespace, so a long blank tail (a blanked metadata section) would be rescanned from every
+    # position in it, which is quadratic.
+    for m in itertools.chain(g.token_re.finditer(text, 0, length), (None,)):
         if m is None:  # the end, placed just after the last token for diagnostics
             kind, value, pos = "$END", "", length
         else:
