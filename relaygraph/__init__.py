@@ -75,7 +75,7 @@ _LAZY = {
     "transform": ("relaygraph.passes", None),
     "load_rules": ("relaygraph.rewrite", "load_rules"),
     "saturate": ("relaygraph.egraph", "saturate"),
-    "optimize": ("relaygraph.egraph", "optimize"),
+    "optimize": ("relaygraph.egraph.optimize", "optimize"),
     "extract": ("relaygraph.egraph.extract", None),
     "zoo": ("relaygraph.zoo", None),
     "text": ("relaygraph.text", None),

@@ -1,0 +1,108 @@
+"""``relaygraph optimize``: equality saturation, extraction and checking, on a file or a zoo model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import UsageError
+
+__all__ = ["register"]
+
+COSTS = ("node-count", "flops", "bytes", "latency", "measured")
+EXTRACTORS = ("tree", "greedy-dag", "ilp")
+PREVIEW_LINES = 25
+
+
+def _model_options(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UsageError(f"model option {pair!r} must look like name=value")
+        key, value = pair.split("=", 1)
+        low = value.lower()
+        if low in ("true", "false"):
+            out[key] = low == "true"
+            continue
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+def _program(args: argparse.Namespace):
+    from .. import zoo
+    from ..text import parse_file
+
+    if (args.file is None) == (args.model is None):
+        raise UsageError("give a Relay file or --model NAME (not both)")
+    if args.file is not None:
+        if not Path(args.file).is_file():
+            raise UsageError(f"no such file: {args.file}")
+        return parse_file(args.file), None, args.file
+    options = _model_options(args.model_option)
+    if args.small:
+        options["small"] = True
+    if args.model not in zoo.names():
+        raise UsageError(f"unknown model {args.model!r}; known: {', '.join(zoo.names())}")
+    try:
+        mod, params = zoo.get(args.model, **options)
+    except TypeError as exc:
+        raise UsageError(f"model {args.model}: {exc}") from None
+    return mod, params, args.model
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from ..egraph.optimize import optimize
+    from ..text import astext
+
+    mod, params, label = _program(args)
+    print(f"optimizing {label}: {len(mod['main'].params)} inputs"
+          + (f", {len(params)} weights bound as constants" if params else ""))
+    res = optimize(mod, rules=args.rules or None, cost=args.cost, extractor=args.extractor,
+                   node_limit=args.node_limit, iter_limit=args.iter_limit, time_limit=args.time_limit,
+                   check=not args.no_check, params=params, seed=args.seed,
+                   progress=not args.no_progress)
+    print(res.summary())
+    text = astext(res.module)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"optimized program written to {args.output}")
+    else:
+        lines = text.splitlines()
+        print(f"\noptimized program ({len(lines)} lines; -o FILE writes all of it):")
+        print("\n".join(lines[:PREVIEW_LINES]) + ("\n..." if len(lines) > PREVIEW_LINES else ""))
+    if args.report:
+        res.save_report(args.report)
+        print(f"report written to {args.report}")
+    if res.check_passed is False:
+        print("relaygraph: error: the optimized program's outputs differ from the original's")
+        return 1
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``optimize``."""
+    p = sub.add_parser("optimize", help="rewrite a program by equality saturation and extract the best")
+    p.add_argument("file", nargs="?", help="a Relay text file (or use --model)")
+    p.add_argument("--model", help="a built-in model (relaygraph.zoo)")
+    p.add_argument("--small", action="store_true", help="the model's small configuration")
+    p.add_argument("-O", "--model-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a model option, e.g. -O num_layers=4 (repeatable)")
+    p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
+                                              "rules/fusion.rules)")
+    p.add_argument("--cost", choices=COSTS, default="latency", help="cost model (default latency)")
+    p.add_argument("--extractor", choices=EXTRACTORS, default="greedy-dag")
+    p.add_argument("--node-limit", type=int, default=50_000)
+    p.add_argument("--iter-limit", type=int, default=30)
+    p.add_argument("--time-limit", type=float, default=60.0, help="saturation seconds (hard limit)")
+    p.add_argument("-o", "--output", help="write the optimized program here")
+    p.add_argument("--report", help="write a JSON report here")
+    p.add_argument("--no-check", action="store_true", help="skip evaluating and timing both programs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs for the check")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=_cmd_optimize)

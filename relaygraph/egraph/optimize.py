@@ -1,0 +1,317 @@
+"""``rg.optimize``: saturate a program with rule sets, extract the best program under a cost model,
+and check it against the original.
+
+Weights given in ``params`` are bound into the program as constants (as a compiler does), so a
+rewrite that only reshuffles weights — concatenating the Q/K/V weights of a BERT layer into one
+dense — costs nothing at run time: subcomputations whose inputs are all constants are given
+zero cost during extraction and folded by FoldConstant afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import RelayError
+from ..ir.expr import Constant, Expr, Function, Var
+from ..ir.graph import program_stats
+from ..ir.module import IRModule
+from ..ir.traversal import substitute
+from ..ir.types import TensorType
+
+__all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs"]
+
+RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+DEFAULT_RULES = ("algebraic.rules", "fusion.rules")
+
+
+def default_rule_files() -> list[Path]:
+    """The rule files ``optimize`` uses when none are given."""
+    return [RULES_DIR / name for name in DEFAULT_RULES]
+
+
+@dataclass
+class OptimizeResult:
+    """What optimize did: the program, its cost before and after, saturation and checking."""
+
+    module: IRModule
+    original: IRModule
+    cost_model: str
+    extractor: str
+    cost_before: float
+    cost_after: float
+    saturation: Any
+    extraction_seconds: float
+    optimal: bool | None
+    nodes_before: int
+    nodes_after: int
+    ops_before: dict[str, int] = field(default_factory=dict)
+    ops_after: dict[str, int] = field(default_factory=dict)
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    seconds_before: float | None = None
+    seconds_after: float | None = None
+    check_passed: bool | None = None
+    total_seconds: float = 0.0
+
+    @property
+    def speedup(self) -> float | None:
+        """Measured numpy time of the original over the optimized program."""
+        if not self.seconds_before or not self.seconds_after:
+            return None
+        return self.seconds_before / self.seconds_after
+
+    def summary(self) -> str:
+        """The short table the command line prints."""
+        sat = self.saturation
+        rows = [
+            ("program nodes", f"{self.nodes_before} -> {self.nodes_after}"),
+            ("e-graph", f"{sat.nodes} e-nodes, {sat.classes} e-classes"),
+            ("saturation", f"{len(sat.iterations)} iterations, stopped: {sat.stop_reason} "
+                           f"({sat.seconds:.2f} s)"),
+            (f"cost ({self.cost_model})", f"{self.cost_before:.6g} -> {self.cost_after:.6g} "
+                                          f"({_ratio(self.cost_before, self.cost_after)})"),
+            ("extractor", f"{self.extractor}, {self.extraction_seconds:.2f} s"
+                          + ("" if self.optimal is None else
+                             f", {'proven optimal' if self.optimal else 'not proven optimal'}")),
+        ]
+        if self.max_abs_error is not None:
+            verdict = "ok" if self.check_passed else "OUTPUTS DIFFER"
+            rows.append(("check", f"max abs error {self.max_abs_error:.3g}, max rel error "
+                                  f"{self.max_rel_error:.3g} ({verdict})"))
+        if self.speedup is not None:
+            rows.append(("numpy time", f"{self.seconds_before * 1e3:.2f} ms -> "
+                                       f"{self.seconds_after * 1e3:.2f} ms (speedup "
+                                       f"{self.speedup:.2f}x, median)"))
+        changed = sorted(set(self.ops_before) | set(self.ops_after))
+        diff = [f"{op} {self.ops_before.get(op, 0)}->{self.ops_after.get(op, 0)}" for op in changed
+                if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
+        rows.append(("ops changed", ", ".join(diff) or "none"))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def to_json(self) -> dict:
+        """A JSON-ready report."""
+        sat = self.saturation
+        return {
+            "cost_model": self.cost_model, "extractor": self.extractor,
+            "cost_before": self.cost_before, "cost_after": self.cost_after,
+            "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
+            "ops_before": self.ops_before, "ops_after": self.ops_after,
+            "saturation": {"stop_reason": sat.stop_reason, "seconds": sat.seconds,
+                           "iterations": [{"nodes": it.nodes, "classes": it.classes,
+                                           "seconds": it.seconds} for it in sat.iterations],
+                           "matches": dict(sat.matches)},
+            "extraction_seconds": self.extraction_seconds, "optimal": self.optimal,
+            "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
+            "seconds_before": self.seconds_before, "seconds_after": self.seconds_after,
+            "speedup": self.speedup, "check_passed": self.check_passed,
+            "total_seconds": self.total_seconds,
+        }
+
+    def save_report(self, path: str | Path) -> None:
+        """Write ``to_json()`` to a file."""
+        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def _ratio(before: float, after: float) -> str:
+    if before <= 0:
+        return "n/a"
+    return f"{(1 - after / before) * 100:+.1f}% saved" if after <= before else \
+        f"{(after / before - 1) * 100:.1f}% more"
+
+
+def bind_params(mod: IRModule, params: dict[str, np.ndarray], entry: str = "main") -> IRModule:
+    """``mod`` with the named parameters of ``entry`` replaced by constants."""
+    func = mod[entry]
+    unknown = set(params) - {p.name_hint for p in func.params}
+    if unknown:
+        raise RelayError(f"bind_params: @{entry} has no parameter(s) {sorted(unknown)}")
+    mapping: dict[Var, Expr] = {}
+    keep = []
+    for p in func.params:
+        if p.name_hint in params:
+            mapping[p] = Constant(np.asarray(params[p.name_hint]))
+        else:
+            keep.append(p)
+    out = mod.copy()
+    out.update_func(entry, Function(keep, substitute(func.body, mapping), func.ret_type,
+                                    func.type_params, func.attrs))
+    return out
+
+
+def random_inputs(func: Function, seed: int = 0) -> list[np.ndarray]:
+    """Seeded random values for a function's parameters (standard normal floats, small ints)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in func.params:
+        t = p.type_annotation
+        if not isinstance(t, TensorType) or not t.is_concrete:
+            raise RelayError(f"cannot draw inputs for %{p.name_hint}: its type is {t} "
+                             f"(a concrete tensor type is needed)")
+        if t.dtype.startswith("float"):
+            out.append(rng.standard_normal(t.shape).astype(t.dtype))
+        elif t.dtype == "bool":
+            out.append(rng.random(t.shape) < 0.5)
+        else:
+            out.append(rng.integers(0, 4, size=t.shape).astype(t.dtype))
+    return out
+
+
+def _op_histogram(func: Function) -> dict[str, int]:
+    return dict(program_stats(func)["ops"])
+
+
+def _constant_discount(graph) -> None:
+    """Zero the cost of every op node whose inputs are all constant classes: FoldConstant
+    computes them at compile time."""
+    from ..ops.registry import lookup
+
+    const = [False] * graph.num_classes
+    changed = True
+    while changed:
+        changed = False
+        for i, op in enumerate(graph.ops):
+            k = graph.classes[i]
+            if const[k] or not graph.usable(i):
+                continue
+            kids = graph.child_classes[i]
+            if op == "RConst":
+                is_const = True
+            elif op.startswith("r:") or op in ("RTuple", "RCons", "RNil", "RProj"):
+                opdef = lookup(op[2:]) if op.startswith("r:") else None
+                stateful = opdef is not None and opdef.extra.get("stateful")
+                is_const = not stateful and all(const[c] for c in kids) and (
+                    bool(kids) or op == "RNil")
+            else:
+                is_const = False
+            if is_const:
+                const[k] = changed = True
+    for i, op in enumerate(graph.ops):
+        if (op.startswith("r:") or op == "RProj") and graph.child_classes[i] and \
+                all(const[c] for c in graph.child_classes[i]):
+            graph.costs[i] = 0.0
+
+
+def _program_cost(func: Function, cost: str) -> float:
+    """The DAG cost of one program under a cost model (the same costing as extraction)."""
+    from .bridge import RelayEGraph
+    from .extract import check, tree
+
+    eg = RelayEGraph(IRModule.from_expr(func))
+    graph = eg.extraction_graph(cost)
+    _constant_discount(graph)
+    return check(graph, tree(graph).choice)
+
+
+def _load_rules(rules) -> list:
+    from ..rewrite import load_rules
+
+    if rules is None:
+        rules = default_rule_files()
+    if isinstance(rules, (str, Path)):
+        rules = [rules]
+    out: list = []
+    for item in rules:
+        if isinstance(item, (str, Path)):
+            path = Path(item)
+            if not path.exists():
+                raise RelayError(f"no such rule file: {path}")
+            out.extend(load_rules(path))
+        else:
+            out.append(item)
+    return out
+
+
+def _timed(mod: IRModule, inputs: list, repeats: int) -> tuple[float, Any]:
+    from ..eval import evaluate
+
+    value = evaluate(mod, *inputs)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        evaluate(mod, *inputs)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), value
+
+
+def _max_errors(a, b) -> tuple[float, float]:
+    if isinstance(a, tuple):
+        pairs = [_max_errors(x, y) for x, y in zip(a, b)]
+        return max(p[0] for p in pairs), max(p[1] for p in pairs)
+    a, b = np.asarray(a, dtype="float64"), np.asarray(b, dtype="float64")
+    if a.shape != b.shape:
+        return float("inf"), float("inf")
+    diff = np.abs(a - b)
+    abs_err = float(diff.max()) if diff.size else 0.0
+    rel_err = float((diff / np.maximum(np.abs(a), 1e-6)).max()) if diff.size else 0.0
+    return abs_err, rel_err
+
+
+def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
+             extractor: str = "greedy-dag", node_limit: int | None = 50_000,
+             iter_limit: int | None = 30, time_limit: float | None = 60.0, check: bool = True,
+             params: dict[str, np.ndarray] | None = None, seed: int = 0, repeats: int = 5,
+             rtol: float = 1e-3, atol: float = 1e-4, ilp_time_limit: float = 60.0,
+             progress: bool = False) -> OptimizeResult:
+    """Rewrite ``mod`` with equality saturation and return the best program under ``cost``."""
+    from ..passes import FoldConstant, InferType
+    from ..ty import infer_type
+    from . import extract as ex
+    from .bridge import RelayEGraph
+    from .saturation import saturate
+
+    started = time.perf_counter()
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
+    if params:
+        mod = bind_params(mod, params)
+    mod = infer_type(mod)
+    rule_objects = _load_rules(rules)
+
+    egraph = RelayEGraph(mod)
+    report = saturate(egraph, rule_objects, node_limit=node_limit, iter_limit=iter_limit,
+                      time_limit=time_limit, progress=progress)
+    graph = egraph.extraction_graph(cost)
+    _constant_discount(graph)
+    extractors = {"tree": ex.tree, "greedy-dag": ex.greedy_dag,
+                  "ilp": lambda g: ex.ilp(g, time_limit=ilp_time_limit)}
+    if extractor not in extractors:
+        raise RelayError(f"unknown extractor {extractor!r}; known: {', '.join(extractors)}")
+    t0 = time.perf_counter()
+    result = extractors[extractor](graph)
+    extraction_seconds = time.perf_counter() - t0
+    best = egraph.read_back(graph, result.choice)
+    optimized = FoldConstant()(InferType()(IRModule.from_expr(best)))
+    optimized = InferType()(optimized)
+
+    before_fn, after_fn = mod["main"], optimized["main"]
+    res = OptimizeResult(
+        module=optimized, original=mod, cost_model=cost if isinstance(cost, str) else "custom",
+        extractor=extractor, cost_before=_program_cost(before_fn, cost),
+        cost_after=_program_cost(after_fn, cost), saturation=report,
+        extraction_seconds=extraction_seconds, optimal=getattr(result, "optimal", None),
+        nodes_before=program_stats(before_fn)["nodes"], nodes_after=program_stats(after_fn)["nodes"],
+        ops_before=_op_histogram(before_fn), ops_after=_op_histogram(after_fn))
+    if check:
+        inputs = random_inputs(before_fn, seed)
+        res.seconds_before, want = _timed(mod, inputs, repeats)
+        res.seconds_after, got = _timed(optimized, inputs, repeats)
+        res.max_abs_error, res.max_rel_error = _max_errors(want, got)
+        res.check_passed = _close(want, got, rtol, atol)
+    res.total_seconds = time.perf_counter() - started
+    return res
+
+
+def _close(a, b, rtol: float, atol: float) -> bool:
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(_close(x, y, rtol, atol)
+                                                                 for x, y in zip(a, b))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
