@@ -92,3 +92,12 @@ def test_cli_optimize_unknown_cost_model_is_a_usage_error(capsys):
         main(["optimize", "--model", "bert", "--cost", "nope"])
     assert info.value.code == 2
     assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_bert_query_key_value_are_merged():
+    mod, params = rg.zoo.get("bert", small=True)
+    res = rg.optimize(mod, params=params, repeats=1)
+    layers = res.ops_before["nn.layer_norm"] // 2
+    assert res.ops_after.get("split", 0) == layers  # one merged Q/K/V dense per layer, split back
+    assert res.ops_after.get("fused.dense_bias", 0) == res.ops_before["nn.dense"] - 2 * layers \
+        - res.ops_after.get("fused.dense_bias_gelu", 0)

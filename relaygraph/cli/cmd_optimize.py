@@ -96,7 +96,8 @@ def register(sub) -> None:
     p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
                                               "rules/fusion.rules)")
     p.add_argument("--cost", choices=COSTS, default="latency", help="cost model (default latency)")
-    p.add_argument("--extractor", choices=EXTRACTORS, default="greedy-dag")
+    p.add_argument("--extractor", choices=EXTRACTORS, default="ilp",
+                   help="default ilp: DAG-optimal within its time limit, warm-started by greedy-dag")
     p.add_argument("--node-limit", type=int, default=50_000)
     p.add_argument("--iter-limit", type=int, default=30)
     p.add_argument("--time-limit", type=float, default=60.0, help="saturation seconds (hard limit)")

@@ -170,8 +170,15 @@ def _op_histogram(func: Function) -> dict[str, int]:
 
 def _constant_discount(graph) -> None:
     """Zero the cost of every op node whose inputs are all constant classes: FoldConstant
-    computes them at compile time."""
+    computes them at compile time. (Nodes are named as the Relay e-graph document names them:
+    ``Constant``, ``Tuple``, ``TupleGetItem`` and op names.)"""
     from ..ops.registry import lookup
+
+    def foldable(op: str) -> bool:
+        if op in ("Tuple", "TupleGetItem"):
+            return True
+        opdef = lookup(op)
+        return opdef is not None and not opdef.extra.get("stateful")
 
     const = [False] * graph.num_classes
     changed = True
@@ -182,20 +189,11 @@ def _constant_discount(graph) -> None:
             if const[k] or not graph.usable(i):
                 continue
             kids = graph.child_classes[i]
-            if op == "RConst":
-                is_const = True
-            elif op.startswith("r:") or op in ("RTuple", "RCons", "RNil", "RProj"):
-                opdef = lookup(op[2:]) if op.startswith("r:") else None
-                stateful = opdef is not None and opdef.extra.get("stateful")
-                is_const = not stateful and all(const[c] for c in kids) and (
-                    bool(kids) or op == "RNil")
-            else:
-                is_const = False
-            if is_const:
+            if op == "Constant" or (kids and foldable(op) and all(const[c] for c in kids)):
                 const[k] = changed = True
     for i, op in enumerate(graph.ops):
-        if (op.startswith("r:") or op == "RProj") and graph.child_classes[i] and \
-                all(const[c] for c in graph.child_classes[i]):
+        kids = graph.child_classes[i]
+        if kids and foldable(op) and all(const[c] for c in kids):
             graph.costs[i] = 0.0
 
 
@@ -255,10 +253,10 @@ def _max_errors(a, b) -> tuple[float, float]:
 
 
 def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
-             extractor: str = "greedy-dag", node_limit: int | None = 50_000,
+             extractor: str = "ilp", node_limit: int | None = 50_000,
              iter_limit: int | None = 30, time_limit: float | None = 60.0, check: bool = True,
              params: dict[str, np.ndarray] | None = None, seed: int = 0, repeats: int = 5,
-             rtol: float = 1e-3, atol: float = 1e-4, ilp_time_limit: float = 60.0,
+             rtol: float = 1e-3, atol: float = 1e-4, ilp_time_limit: float = 30.0,
              progress: bool = False) -> OptimizeResult:
     """Rewrite ``mod`` with equality saturation and return the best program under ``cost``."""
     from ..passes import FoldConstant, InferType
