@@ -54,6 +54,49 @@ def _gelu(y):
 _GELU_PARTS = ("multiply", "multiply", "erf", "add", "multiply")
 
 
+def _gelu_in_place(y):
+    """``y * 0.5 * (1 + erf(y / sqrt(2)))`` with one temporary, written into ``y``."""
+    from scipy.special import erf
+
+    if not (y.flags.writeable and y.dtype.kind == "f"):
+        return _gelu(y)
+    t = np.multiply(y, _GELU_SCALE.astype(y.dtype))
+    erf(t, out=t)
+    t += np.asarray(1, y.dtype)
+    t *= np.asarray(0.5, y.dtype)
+    y *= t
+    return y
+
+
+def _elementwise_in_place(ufunc):
+    def run(y, other, attrs):
+        other = np.asarray(other)
+        if other.dtype != y.dtype or np.broadcast_shapes(y.shape, other.shape) != y.shape:
+            return None  # the result would not fit in y: use the op's own kernel
+        return ufunc(y, other, out=y)
+
+    return run
+
+
+def _bias_in_place(y, bias, attrs):
+    axis = attrs.get("axis", 1)
+    axis = axis + y.ndim if axis < 0 else axis
+    if bias.dtype != y.dtype or bias.ndim != 1 or not 0 <= axis < y.ndim:
+        return None
+    shape = [1] * y.ndim
+    shape[axis] = bias.shape[0]
+    return np.add(y, bias.reshape(shape), out=y)
+
+
+# Steps that can update the anchor's fresh result in place: (y, extra input, attrs) -> y or None.
+_IN_PLACE = {
+    "nn.bias_add": _bias_in_place,
+    "nn.relu": lambda y, _, attrs: np.maximum(y, np.asarray(0, y.dtype), out=y),
+    "add": _elementwise_in_place(np.add),
+    "multiply": _elementwise_in_place(np.multiply),
+}
+
+
 def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names: tuple,
           examples: tuple, gelu: bool = False, doc: str = "") -> None:
     """Register ``fused.<name>``: the anchor op, then ``steps`` (op, takes an extra input, attrs)."""
@@ -75,13 +118,21 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
         return run_rel(arg_types, attrs)[0]
 
     def kernel(args, attrs):
+        # The anchor's result is a fresh array; the steps update it in place where they can, so
+        # the whole group makes one output and at most one temporary (that is what fusing buys).
         y = anchor_op.kernel(args[:n_anchor], attrs)
+        if not (y.flags.writeable and y.flags.owndata) or any(y is a for a in args):
+            y = np.array(y)  # never write into an input
         k = n_anchor
         for op, takes, step_attrs in steps:
-            inputs = [y] + ([args[k]] if takes else [])
+            extra = args[k] if takes else None
             k += takes
-            y = lookup(op).kernel(inputs, step_attrs(attrs))
-        return _gelu(y) if gelu else y
+            fast = _IN_PLACE.get(op)
+            done = fast(y, extra, step_attrs(attrs)) if fast is not None else None
+            if done is None:
+                done = lookup(op).kernel([y] + ([extra] if takes else []), step_attrs(attrs))
+            y = done
+        return _gelu_in_place(y) if gelu else y
 
     def flops(arg_types, out_type, attrs):
         _, types = run_rel(arg_types, attrs)
