@@ -33,7 +33,7 @@ MODELS = {
     "squeezenet-1.1": dict(image_shape=(3, 96, 96)),
     "vgg-19": dict(image_shape=(3, 64, 64)),
 }
-NODE_LIMITS = (1_000, 5_000, 20_000, 50_000)
+NODE_LIMITS = (150, 250, 400, 600, 1_000)
 RUNS = 7
 
 
