@@ -8,31 +8,17 @@ checked against the original.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import relaygraph as rg  # noqa: E402
-from relaygraph.egraph.optimize import random_inputs  # noqa: E402
+from relaygraph.egraph.optimize import compare_times, random_inputs  # noqa: E402
 
 DEMO_BERT = dict(num_layers=2, hidden=256, heads=4, seq_len=64)  # what `make demo` runs
 CASES = [("bert (demo)", "bert", DEMO_BERT), ("resnet-50", "resnet-50", {})]
 RUNS = 9
-
-
-def median_times(a, b, inputs, runs: int) -> tuple[float, float]:
-    """Alternate the two programs so machine noise hits both alike; medians in seconds."""
-    ta, tb = [], []
-    rg.evaluate(a, *inputs)
-    rg.evaluate(b, *inputs)
-    for _ in range(runs):
-        for mod, out in ((a, ta), (b, tb)):
-            start = time.perf_counter()
-            rg.evaluate(mod, *inputs)
-            out.append(time.perf_counter() - start)
-    return statistics.median(ta), statistics.median(tb)
 
 
 def main() -> None:
@@ -43,7 +29,7 @@ def main() -> None:
         res = rg.optimize(mod, params=params, check=True, repeats=1)
         seconds = time.perf_counter() - start
         inputs = random_inputs(res.original["main"], seed=1)
-        before, after = median_times(res.original, res.module, inputs, RUNS)
+        before, after, _, _ = compare_times(res.original, res.module, inputs, RUNS)
         verdict = "ok" if res.check_passed else "DIFFERS"
         print(f"{label:<14}{seconds:>9.1f}s{before * 1e3:>10.2f}ms{after * 1e3:>10.2f}ms"
               f"{before / after:>8.2f}x  {verdict} (max abs err {res.max_abs_error:.2g})")

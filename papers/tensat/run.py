@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 import relaygraph as rg  # noqa: E402
-from relaygraph.egraph.optimize import random_inputs  # noqa: E402
+from relaygraph.egraph.optimize import compare_times, random_inputs  # noqa: E402
 
 # Configurations sized for a 2-core CPU run; --full uses the zoo's defaults.
 MODELS = {
@@ -35,18 +34,6 @@ MODELS = {
 }
 NODE_LIMITS = (150, 250, 400, 600, 1_000)
 RUNS = 7
-
-
-def timed_pair(a, b, inputs) -> tuple[float, float]:
-    ta, tb = [], []
-    rg.evaluate(a, *inputs)
-    rg.evaluate(b, *inputs)
-    for _ in range(RUNS):
-        for mod, out in ((a, ta), (b, tb)):
-            start = time.perf_counter()
-            rg.evaluate(mod, *inputs)
-            out.append(time.perf_counter() - start)
-    return statistics.median(ta), statistics.median(tb)
 
 
 def study(name: str, options: dict, time_limit: float) -> dict:
@@ -64,7 +51,7 @@ def study(name: str, options: dict, time_limit: float) -> dict:
                           "max_abs_error": res.max_abs_error}
         if extractor == "greedy-dag":
             inputs = random_inputs(res.original["main"], seed=1)
-            before, after = timed_pair(res.original, res.module, inputs)
+            before, after, _, _ = compare_times(res.original, res.module, inputs, RUNS)
             row["numpy_ms_before"], row["numpy_ms_after"] = before * 1e3, after * 1e3
             row["speedup"] = before / after
     return row

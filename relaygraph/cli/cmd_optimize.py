@@ -15,22 +15,14 @@ PREVIEW_LINES = 25
 
 
 def _model_options(pairs: list[str]) -> dict:
+    from ..passes.pipeline import option_value
+
     out = {}
     for pair in pairs:
         if "=" not in pair:
             raise UsageError(f"model option {pair!r} must look like name=value")
         key, value = pair.split("=", 1)
-        low = value.lower()
-        if low in ("true", "false"):
-            out[key] = low == "true"
-            continue
-        try:
-            out[key] = int(value)
-        except ValueError:
-            try:
-                out[key] = float(value)
-            except ValueError:
-                out[key] = value
+        out[key] = option_value(value)
     return out
 
 

@@ -25,7 +25,8 @@ from ..ir.module import IRModule
 from ..ir.traversal import substitute
 from ..ir.types import TensorType
 
-__all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs"]
+__all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs",
+           "compare_times"]
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 DEFAULT_RULES = ("algebraic.rules", "fusion.rules")
@@ -227,16 +228,19 @@ def _load_rules(rules) -> list:
     return out
 
 
-def _timed(mod: IRModule, inputs: list, repeats: int) -> tuple[float, Any]:
+def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int) -> tuple[float, float, Any, Any]:
+    """Median seconds of two programs on the same inputs, and their values. The runs alternate,
+    so that load on the machine hits both alike."""
     from ..eval import evaluate
 
-    value = evaluate(mod, *inputs)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        evaluate(mod, *inputs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), value
+    value_a, value_b = evaluate(a, *inputs), evaluate(b, *inputs)
+    times: tuple[list, list] = ([], [])
+    for _ in range(runs):
+        for mod, out in ((a, times[0]), (b, times[1])):
+            start = time.perf_counter()
+            evaluate(mod, *inputs)
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1]), value_a, value_b
 
 
 def _max_errors(a, b) -> tuple[float, float]:
@@ -299,8 +303,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
         ops_before=_op_histogram(before_fn), ops_after=_op_histogram(after_fn))
     if check:
         inputs = random_inputs(before_fn, seed)
-        res.seconds_before, want = _timed(mod, inputs, repeats)
-        res.seconds_after, got = _timed(optimized, inputs, repeats)
+        res.seconds_before, res.seconds_after, want, got = compare_times(mod, optimized, inputs,
+                                                                         repeats)
         res.max_abs_error, res.max_rel_error = _max_errors(want, got)
         res.check_passed = _close(want, got, rtol, atol)
     res.total_seconds = time.perf_counter() - started

@@ -6,12 +6,13 @@ import re
 
 from .infra import PassError, Sequential, get_pass
 
-__all__ = ["parse_pipeline"]
+__all__ = ["parse_pipeline", "option_value"]
 
 _ITEM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\(([^()]*)\))?\s*(?:,|$)")
 
 
-def _value(text: str):
+def option_value(text: str):
+    """A literal option value from text: true/false, an int, a float, else the (unquoted) string."""
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -38,7 +39,7 @@ def parse_pipeline(text: str, opt_level: int = 0) -> Sequential:
             if "=" not in part:
                 raise PassError(f"pass {m.group(1)}: option {part!r} needs a value (name=value)")
             key, val = part.split("=", 1)
-            options[key.strip()] = _value(val.strip())
+            options[key.strip()] = option_value(val.strip())
         passes.append(get_pass(m.group(1), **options))
         pos = m.end()
     if not passes:
