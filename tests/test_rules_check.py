@@ -116,7 +116,7 @@ def test_fused_kernels_agree_with_their_parts():
 def test_cli_checks_rules(capsys, tmp_path):
     assert main(["rules", "check", f"{RULES}/fusion.rules", "--trials", "1"]) == 0
     out = capsys.readouterr().out
-    assert "fuse-conv2d-bias-relu" in out and "14 sound" in out
+    assert "fuse-conv2d-bias-relu" in out and "17 sound" in out
     bad = tmp_path / "bad.rules"
     bad.write_text("rule fine : add(?a, ?b) => add(?b, ?a)\n"
                    "rule bad : subtract(?a, ?b) => subtract(?b, ?a)\n")

@@ -175,6 +175,7 @@ def defop(name: str, num_inputs: int | None, attrs: Mapping[str, Any] | None,
 
     record.type_relation = type_relation
     record.kernel = run_kernel
+    record.extra["resolved_kernel"] = kernel  # takes attrs already resolved (fused ops call it)
     record.flops = op_flops
     record.bytes = op_bytes
     record.infer_inputs = infer if infer_inputs is not None else None

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.types import TensorType
-from . import conv, elemwise, linear  # noqa: F401 - the anchor and step ops, registered first
-from ._base import PatternKind, defop, io_bytes
+from . import conv, elemwise, linear, norm, reduce, transform  # noqa: F401 - the parts, registered first
+from ._base import REQUIRED, PatternKind, defop, io_bytes
 from .registry import lookup
 
 __all__ = ["FUSED_OPS"]
@@ -35,12 +35,16 @@ def _bias_conv(attrs):
     return {"axis": _conv_channel_axis(attrs)}
 
 
+_LAST_AXIS: dict = {"axis": -1}
+_NO_ATTRS: dict = {}
+
+
 def _bias_dense(attrs):
-    return {"axis": -1}
+    return _LAST_AXIS
 
 
 def _none(attrs):
-    return {}
+    return _NO_ATTRS
 
 
 def _gelu(y):
@@ -71,7 +75,8 @@ def _gelu_in_place(y):
 def _elementwise_in_place(ufunc):
     def run(y, other, attrs):
         other = np.asarray(other)
-        if other.dtype != y.dtype or np.broadcast_shapes(y.shape, other.shape) != y.shape:
+        if other.dtype != y.dtype or (other.shape != y.shape
+                                      and np.broadcast_shapes(y.shape, other.shape) != y.shape):
             return None  # the result would not fit in y: use the op's own kernel
         return ufunc(y, other, out=y)
 
@@ -83,6 +88,8 @@ def _bias_in_place(y, bias, attrs):
     axis = axis + y.ndim if axis < 0 else axis
     if bias.dtype != y.dtype or bias.ndim != 1 or not 0 <= axis < y.ndim:
         return None
+    if axis == y.ndim - 1:
+        return np.add(y, bias, out=y)
     shape = [1] * y.ndim
     shape[axis] = bias.shape[0]
     return np.add(y, bias.reshape(shape), out=y)
@@ -95,6 +102,13 @@ _IN_PLACE = {
     "add": _elementwise_in_place(np.add),
     "multiply": _elementwise_in_place(np.multiply),
 }
+
+
+def _is_input(y, args) -> bool:
+    for a in args:
+        if y is a:
+            return True
+    return False
 
 
 def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names: tuple,
@@ -117,20 +131,24 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
     def rel(arg_types, attrs):
         return run_rel(arg_types, attrs)[0]
 
+    anchor_kernel = anchor_op.extra["resolved_kernel"]
+    # Per step: takes an extra input, its attrs from the fused op's, the in-place update, the op.
+    plan = [(takes, step_attrs, _IN_PLACE.get(op), lookup(op)) for op, takes, step_attrs in steps]
+
     def kernel(args, attrs):
         # The anchor's result is a fresh array; the steps update it in place where they can, so
         # the whole group makes one output and at most one temporary (that is what fusing buys).
-        y = anchor_op.kernel(args[:n_anchor], attrs)
-        if not (y.flags.writeable and y.flags.owndata) or any(y is a for a in args):
+        y = np.asarray(anchor_kernel(args[:n_anchor], attrs))
+        flags = y.flags
+        if not (flags.writeable and flags.owndata) or _is_input(y, args):
             y = np.array(y)  # never write into an input
         k = n_anchor
-        for op, takes, step_attrs in steps:
+        for takes, step_attrs, fast, op in plan:
             extra = args[k] if takes else None
             k += takes
-            fast = _IN_PLACE.get(op)
             done = fast(y, extra, step_attrs(attrs)) if fast is not None else None
             if done is None:
-                done = lookup(op).kernel([y] + ([extra] if takes else []), step_attrs(attrs))
+                done = op.kernel([y] + ([extra] if takes else []), step_attrs(attrs))
             y = done
         return _gelu_in_place(y) if gelu else y
 
@@ -207,6 +225,91 @@ _make("multiply_add", "multiply", 2, [("add", True, _none)], ("addend",),
       (([_t((2, 3, 4)), _t((3, 1)), _t((4,))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
       doc="multiply then add (a * b + c)")
 
+
+# -- a residual add with the layer norm after it, a scale with the softmax after it --------------
+def _pair(name: str, first: str, second: str, n_second_extra: int, kernel, input_names: tuple,
+          examples: tuple, doc: str) -> None:
+    """Register ``fused.<name>``: ``second(first(a, b), *extra, **attrs)``, taking ``second``'s attrs."""
+    first_op, second_op = lookup(first), lookup(second)
+
+    def types(arg_types, attrs):
+        t = first_op.type_relation(arg_types[:2])
+        return t, second_op.type_relation([t, *arg_types[2:]], attrs)
+
+    def flops(arg_types, out_type, attrs):
+        t, _ = types(arg_types, attrs)
+        return (first_op.flops(arg_types[:2], t)
+                + second_op.flops([t, *arg_types[2:]], out_type, attrs))
+
+    defop(f"fused.{name}", 2 + n_second_extra, dict(second_op.attrs), lambda a, attrs: types(a, attrs)[1],
+          kernel, PatternKind.OPAQUE, flops=flops, bytes=io_bytes, input_names=input_names,
+          examples=examples, doc=doc)
+
+
+def _add_layer_norm_kernel(args, attrs):
+    a, b, gamma, beta = args
+    if a.dtype == b.dtype and a.dtype.kind == "f" and (
+            a.shape == b.shape or np.broadcast_shapes(a.shape, b.shape) == a.shape):
+        # The sum is rounded as add rounds it, then widened into the buffer the norm works in.
+        return norm.layer_norm_core(np.add(a, b).astype(np.float64), gamma, beta, attrs, a.dtype)
+    x = lookup("add").kernel([a, b])
+    return lookup("nn.layer_norm").extra["resolved_kernel"]([x, gamma, beta], attrs)
+
+
+def _multiply_softmax_kernel(args, attrs):
+    data, scale = args
+    if data.dtype == scale.dtype and data.dtype.kind == "f" and scale.ndim == 0:
+        return reduce.softmax_in_place(np.multiply(data, scale), attrs["axis"])
+    return lookup("nn.softmax").extra["resolved_kernel"]([lookup("multiply").kernel(args)], attrs)
+
+
+_pair("add_layer_norm", "add", "nn.layer_norm", 2, _add_layer_norm_kernel,
+      ("lhs", "rhs", "gamma", "beta"),
+      (([_t((2, 3, 8)), _t((2, 3, 8)), _t((8,)), _t((8,))], {}),
+       ([_t((4, 6, 2)), _t((6, 1)), _t((6,)), _t((6,))], {"axis": 1, "epsilon": 1e-3})),
+      doc="add then nn.layer_norm (a residual connection and the norm after it, as in BERT)")
+_pair("multiply_softmax", "multiply", "nn.softmax", 0, _multiply_softmax_kernel, ("data", "scale"),
+      (([_t((2, 3, 4)), _t(())], {}), ([_t((2, 5)), _t((2, 1))], {"axis": 0})),
+      doc="multiply then nn.softmax (attention scores scaled, then normalised)")
+
+
+# -- reshape, transpose, reshape: how attention splits and merges heads ---------------------------
+_RTR_ATTRS = {"newshape": REQUIRED, "allowzero": False, "axes": REQUIRED, "newshape2": REQUIRED,
+              "allowzero2": False}
+
+
+def _rtr_parts(attrs):
+    return ({"newshape": attrs["newshape"], "allowzero": attrs["allowzero"]}, {"axes": attrs["axes"]},
+            {"newshape": attrs["newshape2"], "allowzero": attrs["allowzero2"]})
+
+
+def _rtr_rel(args, attrs):
+    first, perm, second = _rtr_parts(attrs)
+    t = lookup("reshape").type_relation(args, first)
+    return lookup("reshape").type_relation([lookup("transpose").type_relation([t], perm)], second)
+
+
+def _rtr_kernel(args, attrs):
+    x = args[0]
+    y = x.reshape(transform.concrete_reshape(x.shape, attrs["newshape"], attrs["allowzero"]))
+    y = np.transpose(y, attrs["axes"]) if attrs["axes"] is not None else y.T
+    return y.reshape(transform.concrete_reshape(y.shape, attrs["newshape2"], attrs["allowzero2"]))
+
+
+def _rtr_normalize(attrs):
+    for key in ("newshape", "newshape2", "axes"):
+        if attrs.get(key) is not None:
+            attrs[key] = tuple(int(v) for v in attrs[key])
+    return attrs
+
+
+defop("fused.reshape_transpose_reshape", 1, _RTR_ATTRS, _rtr_rel, _rtr_kernel, PatternKind.INJECTIVE,
+      input_names=("data",), normalize=_rtr_normalize,
+      examples=(([_t((6, 8))], {"newshape": (1, 6, 2, 4), "axes": (0, 2, 1, 3), "newshape2": (2, 6, 4)}),
+                ([_t((2, 3, 4))], {"newshape": (0, -1), "axes": (1, 0), "newshape2": (-1,)})),
+      doc="reshape, transpose, reshape in one step (how attention splits its heads and merges them)")
+
 FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu", "fused.dense_bias",
              "fused.dense_relu", "fused.dense_bias_relu", "fused.dense_bias_gelu", "fused.add_relu",
-             "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add")
+             "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
+             "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape")

@@ -86,18 +86,32 @@ def _layer_norm_rel(args, a):
     return x
 
 
+def layer_norm_core(xf: np.ndarray, gamma, beta, a: dict, dtype) -> np.ndarray:
+    """Layer norm of ``xf``, a float64 array this function may overwrite, cast to ``dtype``.
+
+    Statistics in float64 (mean, then the mean square of the centred values), updated in place:
+    one working buffer and one output, so that a fused op can hand in its own float64 sum.
+    """
+    axis = norm_axis(a["axis"], xf.ndim)
+    n = xf.shape[axis]
+    # ufunc reductions directly: np.mean's Python wrapper costs more than the sums on small rows
+    xf -= np.add.reduce(xf, axis=axis, keepdims=True) / n
+    var = np.add.reduce(np.square(xf), axis=axis, keepdims=True)
+    var /= n
+    var += a["epsilon"]
+    np.sqrt(var, out=var)
+    xf /= var
+    last = axis == xf.ndim - 1  # vectors along the last axis broadcast as they are
+    if a["scale"]:
+        xf *= gamma if last else _along(gamma, axis, xf.ndim)
+    if a["center"]:
+        xf += beta if last else _along(beta, axis, xf.ndim)
+    return xf.astype(dtype)
+
+
 def _layer_norm_kernel(args, a):
     x, gamma, beta = args
-    axis = norm_axis(a["axis"], x.ndim)
-    xf = x.astype("float64")
-    mean = np.mean(xf, axis=axis, keepdims=True)
-    var = np.mean(np.square(xf - mean), axis=axis, keepdims=True)
-    out = (xf - mean) / np.sqrt(var + a["epsilon"])
-    if a["scale"]:
-        out = out * _along(gamma, axis, x.ndim)
-    if a["center"]:
-        out = out + _along(beta, axis, x.ndim)
-    return out.astype(x.dtype)
+    return layer_norm_core(x.astype("float64"), gamma, beta, a, x.dtype)
 
 
 defop("nn.layer_norm", 3, {"axis": -1, "epsilon": 1e-5, "center": True, "scale": True},

@@ -107,10 +107,22 @@ def _softmax_rel(args, a):
     return x
 
 
+def _exp_normalize(e: np.ndarray, axis: int) -> np.ndarray:
+    np.exp(e, out=e)
+    e /= np.add.reduce(e, axis=axis, keepdims=True)  # the ufunc reductions skip np.sum's wrapper
+    return e
+
+
+def softmax_in_place(e: np.ndarray, axis: int) -> np.ndarray:
+    """Softmax along ``axis`` of a fresh floating-point array ``e``, written into ``e``."""
+    e -= np.maximum.reduce(e, axis=axis, keepdims=True)
+    return _exp_normalize(e, axis)
+
+
 def _softmax(x, axis):
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    if x.dtype.kind != "f":
+        x = x.astype("float64")
+    return _exp_normalize(x - np.maximum.reduce(x, axis=axis, keepdims=True), axis)
 
 
 def _log_softmax(x, axis):

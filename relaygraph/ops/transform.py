@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..ir.types import Any as AnyDim
@@ -120,9 +122,15 @@ def _reshape_rel(args, a):
     return TensorType(shape, x.dtype)
 
 
+@functools.lru_cache(maxsize=4096)
+def concrete_reshape(ishape: tuple, newshape: tuple, allowzero: bool) -> tuple:
+    """``reshape_shape`` for a concrete input shape, remembered (kernels call it on every run)."""
+    return reshape_shape(ishape, newshape, allowzero)
+
+
 def _reshape_kernel(args, a):
     x = args[0]
-    return x.reshape(reshape_shape(x.shape, a["newshape"], a["allowzero"]))
+    return x.reshape(concrete_reshape(x.shape, a["newshape"], a["allowzero"]))
 
 
 defop("reshape", 1, {"newshape": REQUIRED, "allowzero": False}, _reshape_rel, _reshape_kernel,
