@@ -101,3 +101,10 @@ def test_bert_query_key_value_are_merged():
     assert res.ops_after.get("split", 0) == layers  # one merged Q/K/V dense per layer, split back
     assert res.ops_after.get("fused.dense_bias", 0) == res.ops_before["nn.dense"] - 2 * layers \
         - res.ops_after.get("fused.dense_bias_gelu", 0)
+    # Every add & norm, the scaled softmax and the heads' reshape/transpose/reshape are fused too:
+    # four head reshapes per layer (query, key, value split off, the heads merged back).
+    assert res.ops_after.get("fused.add_layer_norm", 0) == res.ops_before["nn.layer_norm"]
+    assert res.ops_after.get("fused.multiply_softmax", 0) == res.ops_before["nn.softmax"] == layers
+    assert res.ops_after.get("fused.reshape_transpose_reshape", 0) == 4 * layers
+    assert "nn.layer_norm" not in res.ops_after and "transpose" not in res.ops_after
+    assert res.check_passed
