@@ -28,7 +28,11 @@ from .encoding import EXPR, LIST, constructor_fields, schema_program
 from .tables import Batch
 from .typer import TypeTable
 
-__all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY"]
+__all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "TYPING_STEP"]
+
+# The schedule step that types new classes and sets their facts (rg-type holds both kinds of rule);
+# saturation ends each iteration's schedule with it, so one egglog call runs the rules and types.
+TYPING_STEP = "(saturate (run rg-type))"
 
 
 class EgglogError(RelayError):
@@ -65,6 +69,9 @@ MACHINERY = """
 (rule ((= s (ty e)) (= r (ty:rank s))) ((set (rank e) r)) :ruleset rg-facts :name "rg-rank")
 (rule ((= s (ty e)) (= d (ty:dtype s))) ((set (dtype e) d)) :ruleset rg-facts :name "rg-dtype")
 (rule ((= s (ty e)) (= v (ty:dim s i))) ((set (dim e i) v)) :ruleset rg-facts :name "rg-dim")
+(rule ((= s (ty e)) (= r (ty:rank s))) ((set (rank e) r)) :ruleset rg-type :name "rg-type-rank")
+(rule ((= s (ty e)) (= d (ty:dtype s))) ((set (dtype e) d)) :ruleset rg-type :name "rg-type-dtype")
+(rule ((= s (ty e)) (= v (ty:dim s i))) ((set (dim e i) v)) :ruleset rg-type :name "rg-type-dim")
 (rule ((= p (Ph k))) ((delete (Ph k))) :ruleset rg-clean :name "rg-clean-ph")
 (rule ((= p (PhL k))) ((delete (PhL k))) :ruleset rg-clean :name "rg-clean-phl")
 (rule ((in:union a b)) ((delete (in:union a b))) :ruleset rg-clean :name "rg-clean-union")
@@ -109,6 +116,28 @@ def signature_fields(ctor: str) -> tuple[str, ...]:
     return tuple("String" if s in (EXPR, LIST) else s for s in constructor_fields(ctor))
 
 
+def _typing_rule(ctor: str, ruleset: str, name: str) -> str:
+    """The rule that types the nodes of ``ctor`` whose signature is known (see ``_typing_rules``)."""
+    if ctor == "RNil":
+        return f'(rule ((= l (RNil))) ((set (lty l) "()")) :ruleset {ruleset} :name "{name}")'
+    if ctor == "RTuple":
+        return f'(rule ((= e (RTuple l)) (= u (lty l))) ((set (ty e) u)) :ruleset {ruleset} :name "{name}")'
+    fields = constructor_fields(ctor)
+    names = [f"a{i}" for i in range(len(fields))]
+    facts, sig = [], []
+    for i, (n, s) in enumerate(zip(names, fields)):
+        if s in (EXPR, LIST):
+            facts.append(f"(= t{i} ({'ty' if s == EXPR else 'lty'} {n}))")
+            sig.append(f"t{i}")
+        else:
+            sig.append(n)
+    node_args = "".join(" " + n for n in names)
+    query = " ".join([f"(= e ({ctor}{node_args}))", *facts, f"(= r (tyof:{ctor} {' '.join(sig)}))"])
+    out = "lty" if ctor == "RCons" else "ty"
+    return (f"(rule ({query}) ((set ({out} e) r) (typed:{ctor}{node_args})) :ruleset {ruleset} "
+            f":name \"{name}\")")
+
+
 def _typing_rules(ctor: str) -> str:
     """The typing rules of a constructor.
 
@@ -131,14 +160,12 @@ def _typing_rules(ctor: str) -> str:
     node_args = "".join(" " + n for n in names)
     query = " ".join([f"(= e ({ctor}{node_args}))", *facts])
     args = " ".join(sig)
-    out = "lty" if ctor == "RCons" else "ty"
     return (f"(relation sig:{ctor} ({cols}))\n"
             f"(function tyof:{ctor} ({cols}) String :no-merge)\n"
             f"(relation typed:{ctor} ({' '.join(fields)}))\n"
             f"(ruleset rg-sig-{ctor})\n"
             f"(rule ({query}) ((sig:{ctor} {args})) :ruleset rg-sig-{ctor} :name \"rg-sig-{ctor}\")\n"
-            f"(rule ({query} (= r (tyof:{ctor} {args}))) ((set ({out} e) r) (typed:{ctor}{node_args})) "
-            f":ruleset rg-type :name \"rg-type-{ctor}\")\n"
+            f"{_typing_rule(ctor, 'rg-type', f'rg-type-{ctor}')}\n"
             f"(rule ((sig:{ctor} {args})) ((delete (sig:{ctor} {args}))) :ruleset rg-sig-clean "
             f":name \"rg-sig-clean-{ctor}\")")
 
@@ -146,6 +173,12 @@ def _typing_rules(ctor: str) -> str:
 def _tsv_safe(value) -> bool:
     return not isinstance(value, str) or (
         value == value.strip() and "\t" not in value and "\n" not in value and "\r" not in value)
+
+
+def _rows(out) -> list[tuple]:
+    """The rows of a print-function output over primitives, as tuples of str and int."""
+    get = out.termdag.get
+    return [tuple(get(a).value.value for a in get(term).args) for term, _ in out.terms]
 
 
 class Backend:
@@ -158,6 +191,7 @@ class Backend:
         self.eg = bindings.EGraph()
         self.span = bindings.PanicSpan()
         self._declared: set[str] = set()
+        self._sizes: dict[str, int] | None = None
         self._i64: dict = {}
         self._str: dict = {}
         self._files = 0
@@ -166,9 +200,9 @@ class Backend:
         self.run_text(schema_program() + MACHINERY)
         self._typed: list[str] = []  # constructors whose typing rules are declared
         b = bindings
+        # The facts rules have copies in rg-type: one saturation types classes and sets their facts.
         self._types_schedule = [
             b.RunSchedule(b.Saturate(self.span, b.Run(self.span, b.RunConfig("rg-type", None)))),
-            b.RunSchedule(b.Saturate(self.span, b.Run(self.span, b.RunConfig("rg-facts", None)))),
         ]
         self._sig_clean = [b.RunSchedule(b.Run(self.span, b.RunConfig("rg-sig-clean", None)))]
         self._flush_schedule = [
@@ -180,6 +214,7 @@ class Backend:
     # -- running commands -----------------------------------------------------------------------
     def run(self, *commands, what: str = "egglog command") -> list:
         """Run bindings commands; egglog errors and panics become EgglogError."""
+        self._sizes = None
         try:
             return self.eg.run_program(*commands)
         except BaseException as exc:  # egglog panics are BaseException subclasses
@@ -211,29 +246,23 @@ class Backend:
         sizes = self.sizes()
         return [c for c in self._typed if sizes.get(c, 0) != sizes.get(f"typed:{c}", 0)]
 
-    def record_signatures(self, ctors) -> None:
-        """Run the signature rules of ``ctors`` (see ``_typing_rules``)."""
+    def collect_signatures(self, ctors) -> dict[str, list[tuple]]:
+        """Run the signature rules of ``ctors`` (see ``_typing_rules``), read the signatures they
+        recorded and clear them, in one call; the rows by constructor (as tuples of str and int)."""
         b, span = self.b, self.span
         runs = [b.Run(span, b.RunConfig(f"rg-sig-{c}", None)) for c in ctors]
-        self.run(b.RunSchedule(b.Sequence(span, runs)), what="recording signatures")
+        reads = [b.PrintFunction(span, f"sig:{c}", None, None, b.DefaultPrintFunctionMode()) for c in ctors]
+        outs = self.run(b.RunSchedule(b.Sequence(span, runs)), *reads, *self._sig_clean,
+                        what="recording signatures")
+        printed = [o for o in outs if isinstance(o, b.PrintFunctionOutput)]
+        return {c: rows for c, out in zip(ctors, printed) if (rows := _rows(out))}
 
     def sizes(self) -> dict[str, int]:
-        """Rows per table (egglog's print-size)."""
-        (out,) = self.run(self.b.PrintSize(self.span, None), what="print-size")
-        return dict(out.sizes)
-
-    def read_table(self, name: str) -> list[tuple]:
-        """Every row of a table of primitives (the signature tables), as tuples of str and int."""
-        b = self.b
-        (out,) = self.run(b.PrintFunction(self.span, name, None, None, b.DefaultPrintFunctionMode()),
-                          what=f"reading {name}")
-        get = out.termdag.get
-        return [tuple(get(a).value.value for a in get(term).args) for term, _ in out.terms]
-
-    def read_signatures(self, ctors) -> dict[str, list[tuple]]:
-        """The signature rows of ``ctors`` recorded since they were last cleared."""
-        sizes = self.sizes()
-        return {c: self.read_table(f"sig:{c}") for c in ctors if sizes.get(f"sig:{c}")}
+        """Rows per table (egglog's print-size; kept until the next command)."""
+        if self._sizes is None:
+            (out,) = self.run(self.b.PrintSize(self.span, None), what="print-size")
+            self._sizes = dict(out.sizes)
+        return self._sizes
 
     # -- decoding values ------------------------------------------------------------------------
     def i64(self, value) -> int:

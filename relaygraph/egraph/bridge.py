@@ -111,11 +111,12 @@ class RelayEGraph:
             self._backend = backend
         return self._backend
 
-    def _record(self, entry: tuple) -> None:
+    def _record(self, entry: tuple):
         self.journal.append(entry)
         self._document = self._sizes = None
         if self._backend is not None:
-            _execute(self._backend, self.state, entry)
+            return _execute(self._backend, self.state, entry)
+        return None
 
     def flush(self) -> None:
         """Send pending nodes, unions and types to the e-graph."""
@@ -200,19 +201,22 @@ class RelayEGraph:
         self.flush()
         return Snapshot(self.backend)
 
-    def type_new_classes(self) -> tuple[int, list[TypingProblem]]:
+    def type_new_classes(self, typed: bool = False) -> tuple[int, list[TypingProblem]]:
         """Type every class rules created (see ``relaygraph.egraph.scan``); returns (signatures typed,
-        problems). A node whose type differs from its class's raises EgglogError (``is_type_merge``)."""
+        problems). A node whose type differs from its class's raises EgglogError (``is_type_merge``).
+
+        ``typed``: the typing rules have just run (saturation's schedule ends with them).
+        """
         total = 0
         while True:
-            self.flush()
-            self._record(("run", "types"))
+            if self.builder.batch or not typed:
+                self.flush()
+                self._record(("run", "types"))
+            typed = False
             untyped = self.backend.untyped_constructors()
             if not untyped:
                 return total, []
-            self._record(("signatures", tuple(untyped)))
-            sigs = self.backend.read_signatures(untyped)
-            self._record(("run", "sig-clean"))
+            sigs = self._record(("signatures", tuple(untyped)))
             if not sigs:
                 return total, [TypingProblem("RExpr", "some e-classes have no type and no node to type by")]
             count, problems = resolve_signatures(sigs, self.builder)
@@ -299,7 +303,7 @@ def _execute(backend: Backend, state: GraphState, entry: tuple):
     if entry[0] == "declare":
         return backend.declare(entry[1])
     if entry[0] == "signatures":
-        return backend.record_signatures(entry[1])
+        return backend.collect_signatures(entry[1])
     _, text, ruleset, name = entry
     try:
         commands = backend.parse(text)

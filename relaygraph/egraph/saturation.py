@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ..errors import RelayError, RuleError
 from ..ir.expr import Expr, Function
 from ..ir.module import IRModule
-from .backend import EgglogError
+from .backend import TYPING_STEP, EgglogError
 from .bridge import RelayEGraph
 from .rules import RuleSpec, install_rules, prepare_rules
 from .tables import UnionTypeError
@@ -44,8 +44,8 @@ class IterationStats:
     nodes: int
     classes: int
     seconds: float
-    egglog_seconds: float = 0.0
-    typing_seconds: float = 0.0
+    egglog_seconds: float = 0.0  # the rules, and the typing rules run in the same egglog call
+    typing_seconds: float = 0.0  # new signatures: typed in Python, sent back, their nodes typed
     python_seconds: float = 0.0
     new_signatures: int = 0
     matches: dict[str, int] = field(default_factory=dict)
@@ -164,18 +164,20 @@ class Saturator:
         """Run one iteration: rules, typing of new classes, Python rewrites; (stats, changed)."""
         egraph = self.egraph
         t0 = time.perf_counter()
-        journal_mark = len(egraph.journal)
         active = [s for s in self.specs if s.commands and self.bans[s.name][1] <= index]
+        schedule, runs = self._schedule(active) if active else ("", 0)
+        journal_mark = len(egraph.journal)
         try:
-            outputs = egraph.run_egglog(self._schedule(active)) if active else []
+            # One egglog call runs the rules and then types what they made (the typing step).
+            outputs = egraph.run_egglog(schedule) if active else []
         except EgglogError as exc:
-            raise self._rule_error(exc, journal_mark, [s.name for s in active]) from None
-        applied, banned, changed = self._read_reports(outputs)
+            raise self._rule_error(exc, journal_mark, self._suspects(journal_mark, active)) from None
+        applied, banned, changed = self._read_reports(outputs, runs)
         self._ban(banned, index)
         fired = [name for name, count in applied.items() if count and name in self.bans]
         t1 = time.perf_counter()
         try:
-            new, problems = egraph.type_new_classes()
+            new, problems = egraph.type_new_classes(typed=bool(active))
         except EgglogError as exc:
             raise self._rule_error(exc, journal_mark, fired) from None
         if problems:
@@ -193,7 +195,8 @@ class Saturator:
         return stats, changed
 
     # -- scheduling -------------------------------------------------------------------------------
-    def _schedule(self, active: list[RuleSpec]) -> str:
+    def _schedule(self, active: list[RuleSpec], typing: bool = True) -> tuple[str, int]:
+        """The run-schedule of one iteration of ``active`` (then the typing step); (text, rule runs)."""
         levels: dict[int, list[RuleSpec]] = {}
         for s in active:
             levels.setdefault(self.bans[s.name][0] if self.backoff else 0, []).append(s)
@@ -206,7 +209,9 @@ class Saturator:
                 parts.append(f"(run-with bo{level} {ruleset})")
             else:
                 parts.append(f"(run {ruleset})")
-        return f"(run-schedule {' '.join(parts)})"
+        if typing:
+            parts.append(TYPING_STEP)
+        return f"(run-schedule {' '.join(parts)})", len(levels)
 
     def _combined(self, specs: list[RuleSpec]) -> str:
         if len(specs) == 1:
@@ -220,28 +225,30 @@ class Saturator:
             self.combined[key] = name
         return name
 
-    def _read_reports(self, outputs) -> tuple[dict[str, int], set[str], bool]:
-        """(applied matches per rule, rules the scheduler held back, whether anything changed)."""
+    def _read_reports(self, outputs, runs: int) -> tuple[dict[str, int], set[str], bool]:
+        """(applied matches per rule, rules the scheduler held back, whether the rules changed
+        anything). The first ``runs`` iterations of the report are the rules'; typing's follow."""
         applied: dict[str, int] = {}
         searched: set[str] = set()
         changed = False
         applied_names: set[str] = set()
+        rule_of = self.rule_of
         for out in outputs:
             report = getattr(out, "report", None)
             if report is None:
                 continue
             for name, count in report.num_matches_per_rule.items():
-                if not count:
+                if not count or name not in rule_of:
                     continue
-                rule = self.rule_of.get(name, name)
+                rule = rule_of[name]
                 applied[rule] = applied.get(rule, 0) + count
                 applied_names.add(name)
-            for it in report.iterations:
+            for it in report.iterations[:runs]:
                 changed = changed or it.rule_set_report.changed
                 for name, reports in it.rule_set_report.rule_reports.items():
-                    if any(r.num_matches for r in reports):
+                    if name in rule_of and any(r.num_matches for r in reports):
                         searched.add(name)
-        banned = {self.rule_of.get(n, n) for n in searched - applied_names} if self.backoff else set()
+        banned = {rule_of[n] for n in searched - applied_names} if self.backoff else set()
         return applied, banned & set(self.bans), changed
 
     def _ban(self, banned: set[str], index: int) -> None:
@@ -293,6 +300,21 @@ class Saturator:
             who = f"one of the rules {', '.join(suspects)}" if suspects else "a rule"
             return RuleError(f"{who} {what}; refused")
         return RuleError(f"rule {culprit} {what}; refused")
+
+    def _suspects(self, journal_mark: int, active: list[RuleSpec]) -> list[str]:
+        """The rules that may have broken an iteration that failed: those that fired in it, found
+        by running the iteration's rules again, without typing, on the e-graph as it was before."""
+        names = [s.name for s in active]
+        if len(names) < 2:
+            return names
+        trial = self.egraph.replay(journal_mark)
+        try:
+            schedule, runs = self._schedule(active, typing=False)
+            outputs = trial.run_egglog(schedule)
+        except EgglogError:
+            return names  # the rules' own rebuild failed: any of them
+        applied = self._read_reports(outputs, runs)[0]
+        return [n for n in names if applied.get(n)] or names
 
     def _probe(self, journal_mark: int, suspects: list[str]) -> str | None:
         """Rebuild the e-graph before the failed iteration and run each suspect alone."""
