@@ -182,3 +182,16 @@ def test_types_travel_as_plain_data():
     assert type_from_data(data) is t
     with pytest.raises(NotImplementedError):
         type_to_data(rg.TypeVar("a"))
+
+
+def test_commuted_signatures_of_broadcasting_ops_are_typed_in_advance():
+    x, s = rg.var("x", shape=(2, 3)), rg.var("s", shape=())
+    eg = RelayEGraph(rg.Function([x, s], rg.op.subtract(x, s)))
+    sigs = eg.state.signatures
+    tensor, scalar = "Tensor[(2, 3), float32]", "float32"
+    assert sigs[("r:subtract", (tensor, scalar))] == tensor
+    assert sigs[("r:subtract", (scalar, tensor))] == tensor  # swapped, typed by the relation
+    assert sigs[("r:subtract", (scalar, scalar))] == scalar
+    assert sigs[("r:subtract", (tensor, tensor))] == tensor
+    # and egglog's typing rules know it: a commuted node is typed without Python
+    eg.backend.run_text(f'(check (= (tyof:r:subtract "{scalar}" "{tensor}") "{tensor}"))')

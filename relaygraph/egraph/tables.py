@@ -9,12 +9,13 @@ follow what a worker added.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.traversal import iter_post_order
 from ..ir.types import FuncType, TensorType, TupleType, Type, format_type
-from ..ops.registry import lookup
+from ..ops.registry import PatternKind, all_ops, lookup
 from ..ty.checked import known_type
 from .encoding import EXPR, LIST, constructor_fields, op_attr_keys, op_constructor, var_key
 from .encoding import const_key as _const_key
@@ -23,6 +24,12 @@ from .typer import NodeTypeError, TypeTable, node_type, type_from_data, type_to_
 __all__ = ["Batch", "GraphState", "BatchBuilder", "RelayTables", "UnionTypeError", "LEAF_CTORS"]
 
 LEAF_CTORS = ("RVar", "RConst", "RGlobal", "RFn")
+
+@functools.cache
+def _swappable() -> frozenset[str]:
+    """Binary broadcasting ops without attributes (see ``BatchBuilder._related``)."""
+    return frozenset(op_constructor(op) for op in all_ops()
+                     if op.pattern == PatternKind.BROADCAST and op.num_inputs == 2 and not op.attrs)
 
 
 class UnionTypeError(Exception):
@@ -146,7 +153,26 @@ class BatchBuilder:
         if key not in self.state.signatures:
             self.state.signatures[key] = text
             self.batch.sigs.setdefault(ctor, []).append((*sig, text))
+            if ctor in _swappable() and sig[0] != sig[1]:
+                for other in ((sig[1], sig[0]), (sig[0], sig[0]), (sig[1], sig[1])):
+                    self._related(ctor, other)
         return text
+
+    def _related(self, ctor: str, sig: tuple) -> None:
+        """Type a signature related to a new one of a binary broadcasting op (operands swapped,
+        or either operand twice): commuting and reassociating rules make such nodes, and a
+        signature known in advance saves a round trip to Python. The type comes from the
+        relation, so a signature that is ill-typed is just left out."""
+        if (ctor, sig) in self.state.signatures:
+            return
+        by_text = self.state.types.by_text
+        try:
+            t = self.typed_node(ctor, [by_text[sig[0]], by_text[sig[1]]], (), None)
+        except NodeTypeError:
+            return
+        text = self._text(t)
+        self.state.signatures[(ctor, sig)] = text
+        self.batch.sigs.setdefault(ctor, []).append((*sig, text))
 
     def list_of(self, handles) -> int:
         """A list handle (valid within this batch) for the cons list of ``handles``."""
