@@ -10,11 +10,14 @@ process that is killed when an iteration overruns (``relaygraph.egraph.worker``;
 says which iteration's state survived). ``isolate=False`` runs in this process, where the
 time limit is only checked between iterations.
 
-Between iterations, Python types the classes rules created (a rule that builds an ill-typed
-term, or unions terms of different types, is named in a RuleError), runs the rules' Python
-halves on their new matches, and counts the e-graph. Explosive rules are throttled by a
-back-off scheduler (egg's): a rule whose matches in an iteration exceed its limit is not
-applied and sits out ``ban_length`` iterations; each ban doubles its limit and ban length.
+Each iteration is one egglog call: the rules, then egglog's typing rules to a fixed point
+(``backend.TYPING_STEP``: types of new nodes looked up by signature, facts set for new classes).
+Only signatures egglog has never seen go to Python, all of an iteration's at once (a rule that
+builds an ill-typed term, or unions terms of different types, is named in a RuleError). Then
+the rules' Python halves run on their new matches, and one print-size counts the e-graph.
+Explosive rules are throttled by a back-off scheduler (egg's): a rule whose matches in an
+iteration exceed its limit is not applied and sits out ``ban_length`` iterations; each ban
+doubles its limit and ban length.
 egglog's own back-off scheduler does the counting (before anything is applied); its state
 lasts one command, so the bans and doubled limits are kept here across iterations.
 """
