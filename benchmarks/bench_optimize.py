@@ -1,8 +1,14 @@
-"""Measured numpy speedup of rg.optimize on the demo's BERT configuration and on ResNet-50.
+"""Measured numpy speedup of rg.optimize on the demo's BERT configuration, on larger BERT
+encoders, and on ResNet-50.
 
 Both the original and the optimized program run in this process on the same inputs, alternated,
-and the median times are compared (targets: BERT demo >= 1.2x). The optimized program is also
+and the median times are compared (target: BERT demo >= 1.2x). The optimized program is also
 checked against the original.
+
+The BERT sizes show where the speedup comes from: numpy runs one kernel per op, so on small
+encoders the time is mostly per-kernel dispatch, which fusion removes (the demo's configuration is
+the zoo's ``small=True`` one); as the encoder grows the matmuls take over, and they do the same
+work before and after, so the speedup falls towards 1x.
 """
 
 from __future__ import annotations
@@ -16,12 +22,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import relaygraph as rg  # noqa: E402
 from relaygraph.egraph.optimize import compare_times, random_inputs  # noqa: E402
 
-DEMO_BERT = dict(num_layers=2, hidden=256, heads=4, seq_len=64)  # what `make demo` runs
-CASES = [("bert (demo)", "bert", DEMO_BERT), ("resnet-50", "resnet-50", {})]
-RUNS = 9
+DEMO_BERT = dict(small=True)  # what `make demo` runs: 2 layers, hidden 32, 4 heads, 8 tokens
+CASES = [("bert (demo)", "bert", DEMO_BERT),
+         ("bert 64/16", "bert", dict(num_layers=2, hidden=64, heads=4, seq_len=16)),
+         ("bert 128/32", "bert", dict(num_layers=2, hidden=128, heads=4, seq_len=32)),
+         ("bert 256/64", "bert", dict(num_layers=2, hidden=256, heads=4, seq_len=64)),
+         ("resnet-50", "resnet-50", {})]
+RUNS = 31
 
 
 def main() -> None:
+    print("bert h/s: 2 layers, hidden h, 4 heads, s tokens")
     print(f"{'model':<14}{'opt time':>10}{'original':>12}{'optimized':>12}{'speedup':>9}  check")
     for label, name, options in CASES:
         mod, params = rg.zoo.get(name, **options)
@@ -29,7 +40,8 @@ def main() -> None:
         res = rg.optimize(mod, params=params, check=True, repeats=1)
         seconds = time.perf_counter() - start
         inputs = random_inputs(res.original["main"], seed=1)
-        before, after, _, _ = compare_times(res.original, res.module, inputs, RUNS)
+        runs = RUNS if name == "bert" else 9
+        before, after, _, _ = compare_times(res.original, res.module, inputs, runs)
         verdict = "ok" if res.check_passed else "DIFFERS"
         print(f"{label:<14}{seconds:>9.1f}s{before * 1e3:>10.2f}ms{after * 1e3:>10.2f}ms"
               f"{before / after:>8.2f}x  {verdict} (max abs err {res.max_abs_error:.2g})")
