@@ -9,6 +9,9 @@ The BERT sizes show where the speedup comes from: numpy runs one kernel per op, 
 encoders the time is mostly per-kernel dispatch, which fusion removes (the demo's configuration is
 the zoo's ``small=True`` one); as the encoder grows the matmuls take over, and they do the same
 work before and after, so the speedup falls towards 1x.
+
+BLAS runs on one thread here (set before numpy loads): a two-thread matmul that waits for a core
+the rest of the machine is using made the larger cases swing by 2x from run to run.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
