@@ -11,7 +11,7 @@ from relaygraph.cli import main
 @pytest.mark.parametrize("name", ["bert", "resnet-18", "mobilenet"])
 def test_optimize_small_models_end_to_end(name):
     mod, params = rg.zoo.get(name, small=True)
-    res = rg.optimize(mod, params=params, time_limit=60, repeats=1)
+    res = rg.optimize(mod, params=params, time_limit=60, repeats=1, timing_budget=0)
     assert res.check_passed, res.summary()
     assert res.cost_after <= res.cost_before * (1 + 1e-9)
     assert res.saturation.iterations and res.nodes_after > 0
@@ -21,7 +21,7 @@ def test_optimize_small_models_end_to_end(name):
 
 def test_optimize_fuses_bert_bias_and_activation():
     mod, params = rg.zoo.get("bert", small=True)
-    res = rg.optimize(mod, params=params, repeats=1)
+    res = rg.optimize(mod, params=params, repeats=1, timing_budget=0)
     assert res.ops_after.get("fused.dense_bias_gelu", 0) >= 1
     assert res.ops_after.get("nn.bias_add", 0) < res.ops_before["nn.bias_add"]
 
@@ -29,7 +29,7 @@ def test_optimize_fuses_bert_bias_and_activation():
 @pytest.mark.parametrize("extractor", ["tree", "ilp"])
 def test_optimize_with_other_extractors_and_costs(extractor):
     mod, params = rg.zoo.get("residual-mlp", layers=2, hidden=16)
-    res = rg.optimize(mod, params=params, extractor=extractor, cost="flops", repeats=1)
+    res = rg.optimize(mod, params=params, extractor=extractor, cost="flops", repeats=1, timing_budget=0)
     assert res.check_passed
     if extractor == "ilp":
         assert res.optimal is True
@@ -96,7 +96,7 @@ def test_cli_optimize_unknown_cost_model_is_a_usage_error(capsys):
 
 def test_bert_query_key_value_are_merged():
     mod, params = rg.zoo.get("bert", small=True)
-    res = rg.optimize(mod, params=params, repeats=1)
+    res = rg.optimize(mod, params=params, repeats=1, timing_budget=0)
     layers = res.ops_before["nn.layer_norm"] // 2
     assert res.ops_after.get("split", 0) == layers  # one merged Q/K/V dense per layer, split back
     assert res.ops_after.get("fused.dense_bias", 0) == res.ops_before["nn.dense"] - 2 * layers \

@@ -228,14 +228,17 @@ def _load_rules(rules) -> list:
     return out
 
 
-def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int) -> tuple[float, float, Any, Any]:
+def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int,
+                  budget: float = 0.0, max_runs: int = 500) -> tuple[float, float, Any, Any]:
     """Median seconds of two programs on the same inputs, and their values. The runs alternate,
-    so that load on the machine hits both alike."""
+    so that load on the machine hits both alike: at least ``runs`` of each, and more (up to
+    ``max_runs``) until ``budget`` seconds have passed, so that small programs get a steady median."""
     from ..eval import evaluate
 
     value_a, value_b = evaluate(a, *inputs), evaluate(b, *inputs)
     times: tuple[list, list] = ([], [])
-    for _ in range(runs):
+    start_all = time.perf_counter()
+    while len(times[0]) < runs or (len(times[0]) < max_runs and time.perf_counter() - start_all < budget):
         for mod, out in ((a, times[0]), (b, times[1])):
             start = time.perf_counter()
             evaluate(mod, *inputs)
@@ -261,8 +264,13 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
              iter_limit: int | None = 30, time_limit: float | None = 60.0, check: bool = True,
              params: dict[str, np.ndarray] | None = None, seed: int = 0, repeats: int = 5,
              rtol: float = 1e-3, atol: float = 1e-4, ilp_time_limit: float = 30.0,
-             progress: bool = False) -> OptimizeResult:
-    """Rewrite ``mod`` with equality saturation and return the best program under ``cost``."""
+             progress: bool = False, timing_budget: float = 1.0) -> OptimizeResult:
+    """Rewrite ``mod`` with equality saturation and return the best program under ``cost``.
+
+    With ``check``, both programs run on seeded random inputs: their outputs are compared and their
+    numpy times are the medians of at least ``repeats`` alternated runs each, more for small
+    programs until ``timing_budget`` seconds have passed.
+    """
     from ..passes import FoldConstant, InferType
     from ..ty import infer_type
     from . import extract as ex
@@ -303,8 +311,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
         ops_before=_op_histogram(before_fn), ops_after=_op_histogram(after_fn))
     if check:
         inputs = random_inputs(before_fn, seed)
-        res.seconds_before, res.seconds_after, want, got = compare_times(mod, optimized, inputs,
-                                                                         repeats)
+        res.seconds_before, res.seconds_after, want, got = compare_times(
+            mod, optimized, inputs, repeats, budget=timing_budget)
         res.max_abs_error, res.max_rel_error = _max_errors(want, got)
         res.check_passed = _close(want, got, rtol, atol)
     res.total_seconds = time.perf_counter() - started
