@@ -197,24 +197,6 @@ def test_tensat_heuristics_are_valid_and_greedy_beats_or_ties_tree(path):
     assert greedy.dag_cost <= t.dag_cost + 1e-12
 
 
-@pytest.mark.parametrize("name", ["vgg.json", "vgg_acyclic.json", "resnet50_acyclic.json"])
-def test_tensat_ilp_proves_optimality_quickly(name):
-    g = load_gym(GYM / "data" / "tensat" / name)
-    r = rg.extract.ilp(g, time_limit=60)
-    assert r.optimal and check(g, r.choice) == pytest.approx(r.dag_cost)
-    assert r.dag_cost <= rg.extract.greedy_dag(g).dag_cost + 1e-12
-
-
-@pytest.mark.slow
-def test_tensat_resnet50_with_cycles_ilp_within_a_minute():
-    g = load_gym(GYM / "data" / "tensat" / "resnet50.json")
-    greedy = rg.extract.greedy_dag(g)
-    r = rg.extract.ilp(g, time_limit=60, warm_start=greedy)
-    assert check(g, r.choice) == pytest.approx(r.dag_cost)
-    assert r.dag_cost < greedy.dag_cost  # the cycle cuts find a better term than greedy's
-    assert r.optimal or r.gap < 0.01
-
-
 def test_deep_egraphs_extract_without_recursion():
     # 20,000 classes deep, with cycles; extraction and checking are iterative all the way
     g = random_egraph(60_000, seed=3, alternatives=2)

@@ -1,16 +1,22 @@
 """DAG-optimal extraction by integer programming, solved by HiGHS.
 
-After pruning (see ``prune``), one binary ``x[n]`` per node says the node is chosen, and ``z``
-is the objective's value::
+The program is written for the e-graph's decision core (``reduce``: nodes that can only close
+a cycle, dominated nodes, free single-node classes and single-node classes with one user class
+are gone; on TENSAT's ResNet-50 4,350 nodes become 2,086 and 2,656 classes 762), whose answers
+expand to answers of the original at the same cost. After pruning (see ``prune``), one binary
+``x[n]`` per node says the node is chosen, and ``z`` is the objective's value::
 
     minimise   z = sum cost[n] * x[n]
     subject to sum(x[n] for n in class r) = 1              for each root class r
                sum(x[n] for n in class k) <= 1             for each class k
-               x[n] <= sum(x[m] for m in class d)          for each node n and child class d
+               sum(x[n] for n in U) <= sum(x[m] for m in class d)
+                                                           for each class c and child class d,
+                                                           U the nodes of c with child d
                z >= P, z >= p[n] * x[n]                    path lower bounds (see below)
     and no cycle among the chosen nodes, by one of:
-      "order": t[d] - t[c] + M * x[n] <= M - 1             for n in class c, d a child class of n,
-                                                           c and d on one cycle (M = its size)
+      "order": t[d] - t[c] + M * sum(x[n] for n in U) <= M - 1
+                                                           for c, d and U as above, c and d on
+                                                           one cycle (M = its size)
       "lazy":  sum(x[n] for n in a class of S with a child in S) <= |S| - 1
                                                            for each set S of classes found on a
                                                            cycle of a relaxed answer
@@ -21,7 +27,7 @@ none). The lazy variant solves without them, cuts every cycle of the answer (a l
 S cannot use a child in S) and solves again; an acyclic answer of the relaxed program is
 optimal. The path bounds (``prune.path_bounds``: a term costs at least its most expensive chain
 of nodes) see acyclicity directly: when the start meets the root's bound, it is optimal without
-solving.
+reducing or solving.
 
 Backends: ``"highs"`` drives the HiGHS build that SciPy ships (``scipy.optimize._highspy``)
 and gives it the best acyclic answer so far (first the greedy DAG one) as a true warm start
@@ -43,10 +49,11 @@ from .check import ExtractionResult, check, make_result, needed_classes
 from .graph import ExtractionError, ExtractionGraph
 from .greedy import greedy_dag, realize_acyclic
 from .prune import Pruned, _components, path_bounds, prune
+from .reduce import Reduction, reduce_graph
 
 __all__ = ["ilp", "highs_available"]
 
-_ORDER_LIMIT = 200  # classes on cycles up to which position variables are used (auto mode)
+_ORDER_LIMIT = 2000  # classes on cycles up to which position variables are used (auto mode)
 _WALKS_PER_COMPONENT = 8  # cycles cut per cyclic component of a relaxed answer, at most
 
 
@@ -100,15 +107,20 @@ def _build(graph: ExtractionGraph, p: Pruned, scale: float, with_order: bool,
     for k in p.classes:
         cols = [node_var[n] for n in p.class_nodes[k]]
         rows.append((cols, [1.0] * len(cols), 1.0 if k in roots else 0.0, 1.0))
-    for n in p.nodes:
-        c = graph.classes[n]
-        for d in p.kids[n]:
-            cols = [node_var[n]] + [node_var[m] for m in p.class_nodes[d]]
-            rows.append((cols, [1.0] + [-1.0] * (len(cols) - 1), -math.inf, 0.0))
-            comp = p.scc.get(c) if with_order else None
+    for c in p.classes:
+        # One row per class and child class: at most one node of c is chosen, so the sum of those
+        # using d is what needs d (tighter in the relaxation than a row per node).
+        users: dict[int, list[int]] = {}
+        for n in p.class_nodes[c]:
+            for d in p.kids[n]:
+                users.setdefault(d, []).append(node_var[n])
+        comp = p.scc.get(c) if with_order else None
+        for d, using in users.items():
+            cols = using + [node_var[m] for m in p.class_nodes[d]]
+            rows.append((cols, [1.0] * len(using) + [-1.0] * (len(cols) - len(using)), -math.inf, 0.0))
             if comp is not None and p.scc.get(d) == comp:
                 big = float(p.scc_size[comp])
-                rows.append(([order_var[d], order_var[c], node_var[n]], [1.0, -1.0, big],
+                rows.append(([order_var[d], order_var[c], *using], [1.0, -1.0] + [big] * len(using),
                              -math.inf, big - 1.0))
     return _Model(cost, lower, upper, integral, rows, node_var, order_var)
 
@@ -244,11 +256,44 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     start_time = time.perf_counter()
     if warm_start is None:
         warm_start = greedy_dag(graph)
+    class_bound, _ = path_bounds(graph)
+    root_bound = max(class_bound[r] for r in graph.roots)
+    if warm_start.dag_cost <= root_bound + rel_gap * abs(root_bound):  # optimal before any reduction
+        return make_result("ilp", graph, warm_start.choice, time.perf_counter() - start_time, optimal=True,
+                           gap=0.0, notes={"backend": backend, "acyclicity": acyclicity, "rounds": 0,
+                                           "solver": "start meets the path lower bound",
+                                           "lower_bound": root_bound})
+    reduction = reduce_graph(graph)
+    core = reduction.graph
+    best, best_cost, proven, lower, notes = _solve_core(core, _core_start(reduction, warm_start),
+                                                         start_time, time_limit, backend, acyclicity, rel_gap)
+    choice = reduction.expand(best)
+    if check(graph, {k: choice[k] for k in needed_classes(graph, choice)}) > warm_start.dag_cost:
+        choice = warm_start.choice  # (the core's answers expand to answers of the same cost)
+    result = make_result("ilp", graph, choice, time.perf_counter() - start_time, optimal=proven,
+                         status="ok" if proven else "time-limit", notes=notes)
+    result.gap = 0.0 if proven else (max(0.0, (result.dag_cost - lower) / result.dag_cost)
+                                     if result.dag_cost > 0 else 0.0)
+    return result
+
+
+def _core_start(reduction: Reduction, warm_start: ExtractionResult) -> dict[int, int]:
+    """The warm start as a choice on the reduced e-graph, or the core's greedy answer if cheaper."""
+    core = reduction.graph
+    fallback = greedy_dag(core)
+    try:
+        mapped = reduction.restrict(warm_start.choice)
+        if check(core, {k: mapped[k] for k in needed_classes(core, mapped)}) < fallback.dag_cost:
+            return mapped
+    except ExtractionError:
+        pass
+    return fallback.choice
+
+
+def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time: float, time_limit: float,
+                backend: str, acyclicity: str, rel_gap: float):
+    """The integer program on the reduced e-graph: its best choice, cost, proof, bound and notes."""
     pruned = prune(graph)
-    missing = [r for r in graph.roots if r not in pruned.class_nodes]
-    if missing:
-        raise ExtractionError(f"{graph.name}: root e-class {graph.class_ids[missing[0]]!r} has no "
-                              f"acyclic term")
     if acyclicity == "auto":
         acyclicity = "order" if len(pruned.scc) <= _ORDER_LIMIT else "lazy"
     scale = max((graph.costs[n] for n in pruned.nodes), default=1.0) or 1.0
@@ -256,8 +301,8 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     root_bound = max(class_bound[r] for r in graph.roots)
     model = _build(graph, pruned, scale, acyclicity == "order", node_bound, root_bound)
     solve = _solve_highs if backend == "highs" else _solve_milp
-    best = warm_start.choice
-    best_cost = warm_start.dag_cost
+    best = {k: start_choice[k] for k in needed_classes(graph, start_choice)}
+    best_cost = check(graph, best)
     proven, lower, message, rounds, cuts = False, root_bound, "not run", 0, 0
     if best_cost <= root_bound + rel_gap * abs(root_bound):
         proven, message = True, "start meets the path lower bound"
@@ -290,14 +335,11 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
             best, best_cost = repaired, cost
         if best_cost <= lower + rel_gap * abs(lower):
             proven, message = True, "incumbent meets the lower bound"
-    gap = 0.0 if proven else (max(0.0, (best_cost - lower) / best_cost) if best_cost > 0 else 0.0)
-    return make_result("ilp", graph, best, time.perf_counter() - start_time, optimal=proven, gap=gap,
-                       status="ok" if proven else "time-limit",
-                       notes={"backend": backend, "acyclicity": acyclicity, "solver": message,
-                              "rounds": rounds, "cycle_cuts": cuts, "variables": len(model.cost),
-                              "rows": len(model.rows), "kept_nodes": len(pruned.nodes),
-                              "order_classes": len(pruned.scc) if acyclicity == "order" else 0,
-                              "lower_bound": lower})
+    notes = {"backend": backend, "acyclicity": acyclicity, "solver": message, "rounds": rounds,
+             "cycle_cuts": cuts, "variables": len(model.cost), "rows": len(model.rows),
+             "kept_nodes": len(pruned.nodes), "kept_classes": len(pruned.classes),
+             "order_classes": len(pruned.scc) if acyclicity == "order" else 0, "lower_bound": lower}
+    return best, best_cost, proven, lower, notes
 
 
 def _choice_from_point(graph: ExtractionGraph, p: Pruned, model: _Model,
