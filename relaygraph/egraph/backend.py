@@ -116,12 +116,9 @@ def signature_fields(ctor: str) -> tuple[str, ...]:
     return tuple("String" if s in (EXPR, LIST) else s for s in constructor_fields(ctor))
 
 
-def _typing_rule(ctor: str, ruleset: str, name: str) -> str:
-    """The rule that types the nodes of ``ctor`` whose signature is known (see ``_typing_rules``)."""
-    if ctor == "RNil":
-        return f'(rule ((= l (RNil))) ((set (lty l) "()")) :ruleset {ruleset} :name "{name}")'
-    if ctor == "RTuple":
-        return f'(rule ((= e (RTuple l)) (= u (lty l))) ((set (ty e) u)) :ruleset {ruleset} :name "{name}")'
+def _signature_query(ctor: str) -> tuple[tuple, list[str], list[str], str]:
+    """For a node ``(ctor a0 a1 ...)``: its fields, the facts reading its children's type texts
+    (``t<i>``), the signature's variables (type texts, then literal fields) and the node's args."""
     fields = constructor_fields(ctor)
     names = [f"a{i}" for i in range(len(fields))]
     facts, sig = [], []
@@ -131,7 +128,16 @@ def _typing_rule(ctor: str, ruleset: str, name: str) -> str:
             sig.append(f"t{i}")
         else:
             sig.append(n)
-    node_args = "".join(" " + n for n in names)
+    return fields, facts, sig, "".join(" " + n for n in names)
+
+
+def _typing_rule(ctor: str, ruleset: str, name: str) -> str:
+    """The rule that types the nodes of ``ctor`` whose signature is known (see ``_typing_rules``)."""
+    if ctor == "RNil":
+        return f'(rule ((= l (RNil))) ((set (lty l) "()")) :ruleset {ruleset} :name "{name}")'
+    if ctor == "RTuple":
+        return f'(rule ((= e (RTuple l)) (= u (lty l))) ((set (ty e) u)) :ruleset {ruleset} :name "{name}")'
+    _, facts, sig, node_args = _signature_query(ctor)
     query = " ".join([f"(= e ({ctor}{node_args}))", *facts, f"(= r (tyof:{ctor} {' '.join(sig)}))"])
     out = "lty" if ctor == "RCons" else "ty"
     return (f"(rule ({query}) ((set ({out} e) r) (typed:{ctor}{node_args})) :ruleset {ruleset} "
@@ -147,17 +153,8 @@ def _typing_rules(ctor: str) -> str:
     of ``<ctor>`` and ``typed:<ctor>`` tells which constructors have nodes of unknown signature,
     and only for those does the signature rule (``sig:<ctor>``, a second join per node) run.
     """
-    fields = constructor_fields(ctor)
-    names = [f"a{i}" for i in range(len(fields))]
-    facts, sig = [], []
-    for i, (n, s) in enumerate(zip(names, fields)):
-        if s in (EXPR, LIST):
-            facts.append(f"(= t{i} ({'ty' if s == EXPR else 'lty'} {n}))")
-            sig.append(f"t{i}")
-        else:
-            sig.append(n)
+    fields, facts, sig, node_args = _signature_query(ctor)
     cols = " ".join(signature_fields(ctor))
-    node_args = "".join(" " + n for n in names)
     query = " ".join([f"(= e ({ctor}{node_args}))", *facts])
     args = " ".join(sig)
     return (f"(relation sig:{ctor} ({cols}))\n"

@@ -292,7 +292,7 @@ def _rtr_rel(args, attrs):
 def _rtr_kernel(args, attrs):
     x = args[0]
     y = x.reshape(transform.concrete_reshape(x.shape, attrs["newshape"], attrs["allowzero"]))
-    y = np.transpose(y, attrs["axes"]) if attrs["axes"] is not None else y.T
+    y = np.transpose(y, transform._axes(y.ndim, attrs["axes"]))  # transpose's own reading of axes
     return y.reshape(transform.concrete_reshape(y.shape, attrs["newshape2"], attrs["allowzero2"]))
 
 
