@@ -10,12 +10,16 @@
    by hand) for the same number of iterations, in the same process. Two plain baselines:
    "untyped", the rules alone (terms rules make get no type: conditions cannot match on them,
    and nothing checks that a rewrite keeps types), and "typed", the rules plus typing rules
-   written by hand (per constructor: look the node's type up from its children's in a table
-   filled beforehand with every signature the run meets, then set the facts conditions read),
-   run after each iteration like rg.saturate's. The typed one does the work rg.saturate does,
-   less finding new signatures, and reaches the same e-graph when conditions read types; the
-   untyped one is the figure issue 7 names. Best of several runs, plain and rg.saturate
-   interleaved (the machine is shared and egglog shows occasional 5 ms stalls).
+   written by hand in the encoding's type sort (per constructor a signature and a rule that
+   unions each node's type with it; every signature the run meets unioned with its type
+   beforehand; per-class facts set from the types when the rules read them), run after each
+   iteration like rg.saturate's. The typed one does the work rg.saturate does, less finding new
+   signatures. With rules that read no types (the first case) all three build the same
+   e-graph and the untyped baseline is the like-for-like one; with conditions, untyped plain
+   egglog builds a smaller e-graph (its conditions never see new terms), and the typed one is
+   the like-for-like comparison. Target: rg.saturate within 1.3x of the like-for-like
+   baseline. Best of several runs, plain and rg.saturate interleaved (the machine is shared
+   and egglog shows occasional 5 ms stalls).
 
 Prints measured figures and ratios; run with ``python benchmarks/bench_egraph.py``.
 """
@@ -23,6 +27,7 @@ Prints measured figures and ratios; run with ``python benchmarks/bench_egraph.py
 from __future__ import annotations
 
 import gc
+import re
 import time
 
 import relaygraph as rg
@@ -35,6 +40,7 @@ from relaygraph.egraph.encoding import (
     schema_program,
     var_key,
 )
+from relaygraph.egraph.rules import mentioned_constructors
 from relaygraph.ir import IRModule, iter_post_order
 from relaygraph.ops.registry import lookup
 from relaygraph.ty import known_type
@@ -96,10 +102,16 @@ def bench_load() -> None:
           f"(target < 10 s)")
 
 
+def _q(v) -> str:
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(v, str) else str(v)
+
+
 def plain_egglog_program(fn: rg.Function) -> list[str]:
-    """The program as egglog commands written by hand: one per node, then its type facts."""
+    """The program as egglog commands written by hand: one per node, then its class's type (a
+    ``T`` in the encoding's type sort) and the facts conditions read."""
     out = []
     names: dict = {}
+    types: set[str] = set()
     for node in iter_post_order(fn.body):
         if isinstance(node, rg.Op):
             continue
@@ -112,8 +124,7 @@ def plain_egglog_program(fn: rg.Function) -> list[str]:
         elif isinstance(node, rg.Call) and isinstance(node.op, rg.Op):
             op = lookup(node.op.name)
             args = " ".join(names[a] for a in node.args)
-            attrs = " ".join('"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"'
-                             for k in op_attr_keys(op, node.attrs))
+            attrs = " ".join(_q(k) for k in op_attr_keys(op, node.attrs))
             term = f"({op_constructor(op)} {args} {attrs})"
         elif isinstance(node, rg.TupleGetItem):
             term = f"(RProj {names[node.tuple_value]} {node.index})"
@@ -126,59 +137,76 @@ def plain_egglog_program(fn: rg.Function) -> list[str]:
             raise NotImplementedError(type(node).__name__)
         out.append(f"(let {name} {term})")
         t = known_type(node)
-        out.append(f'(set (ty {name}) "{rg.ty.format_type(t)}")')
+        text = rg.ty.format_type(t)
+        out.append(f"(union (Ty {name}) (T {_q(text)}))")
+        if text not in types:
+            types.add(text)
+            out.append(f"(set (tytext (T {_q(text)})) {_q(text)})")
         if isinstance(t, rg.TensorType):
             out.append(f"(set (rank {name}) {len(t.shape)})")
-            out.append(f'(set (dtype {name}) "{t.dtype}")')
+            out.append(f"(set (dtype {name}) {_q(t.dtype)})")
             out += [f"(set (dim {name} {i}) {d})" for i, d in enumerate(t.shape)]
     return out
 
 
-def typing_program(signatures: dict, types) -> list[str]:
-    """Typing rules written by hand for plain egglog: per constructor, a table of the types of
-    its signatures (filled here, from an earlier run) and a rule typing nodes from it; the facts
-    conditions read, per type and then per class."""
-    def q(v):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(v, str) else str(v)
-
-    out = ["(function ty:rank (String) i64 :no-merge)", "(function ty:dtype (String) String :no-merge)",
-           "(function ty:dim (String i64) i64 :no-merge)", "(function lty (RList) String :no-merge)",
-           "(ruleset typing)",
-           '(rule ((= l (RNil))) ((set (lty l) "()")) :ruleset typing)',
-           "(rule ((= e (RTuple l)) (= u (lty l))) ((set (ty e) u)) :ruleset typing)",
-           "(rule ((= s (ty e)) (= r (ty:rank s))) ((set (rank e) r)) :ruleset typing)",
-           "(rule ((= s (ty e)) (= d (ty:dtype s))) ((set (dtype e) d)) :ruleset typing)",
-           "(rule ((= s (ty e)) (= v (ty:dim s i))) ((set (dim e i) v)) :ruleset typing)"]
-    for ctor in sorted({c for c, _ in signatures} - {"RNil", "RTuple"}):
+def typing_program(signatures: dict, types, ctors) -> list[str]:
+    """Typing rules written by hand for plain egglog, for the constructors ``ctors`` the rules
+    build: per constructor, a signature constructor and a rule that unions each node's type with
+    its signature; every signature the run meets (from an earlier run) unioned with its type in
+    advance; the facts conditions read, per type, and rules that set them on classes."""
+    out = ["(ruleset typing)", "(ruleset facts)",
+           "(function trank (RType) i64 :no-merge)", "(function tdtype (RType) String :no-merge)",
+           "(function tdim (RType i64) i64 :no-merge)",
+           "(rule ((= t (Ty e)) (= r (trank t))) ((set (rank e) r)) :ruleset facts)",
+           "(rule ((= t (Ty e)) (= d (tdtype t))) ((set (dtype e) d)) :ruleset facts)",
+           "(rule ((= t (Ty e)) (= v (tdim t i))) ((set (dim e i) v)) :ruleset facts)",
+           '(rule ((= l (RNil))) ((union (LTy l) (T "()"))) :ruleset typing)',
+           "(rule ((= e (RTuple l))) ((union (Ty e) (LTy l))) :ruleset typing)"]
+    texts = {"()"}
+    for ctor in sorted({c for c, _ in signatures} | set(ctors)):
+        if ctor in ("RNil", "RTuple"):
+            continue
         fields = constructor_fields(ctor)
         args = [f"a{i}" for i in range(len(fields))]
-        sig = [f"(ty a{i})" if f == "RExpr" else f"(lty a{i})" if f == "RList" else f"a{i}"
+        sig = [f"(Ty a{i})" if f == "RExpr" else f"(LTy a{i})" if f == "RList" else f"a{i}"
                for i, f in enumerate(fields)]
-        cols = " ".join("String" if f in ("RExpr", "RList") else f for f in fields)
-        out.append(f"(function tyof:{ctor} ({cols}) String :no-merge)")
-        out.append(f"(rule ((= e ({ctor} {' '.join(args)})) (= t (tyof:{ctor} {' '.join(sig)}))) "
-                   f"((set ({'lty' if ctor == 'RCons' else 'ty'} e) t)) :ruleset typing)")
+        sorts = " ".join("RType" if f in ("RExpr", "RList") else f for f in fields)
+        out.append(f"(constructor Sig:{ctor} ({sorts}) RType)")
+        if ctor in ctors:
+            ty = "LTy" if ctor == "RCons" else "Ty"
+            node, signature = f"({ctor} {' '.join(args)})", f"(Sig:{ctor} {' '.join(sig)})"
+            out.append(f"(rule ((= e {node})) ((union ({ty} e) {signature})) :ruleset typing)")
     for (ctor, sig), t in signatures.items():
-        if ctor not in ("RNil", "RTuple"):
-            out.append(f"(set (tyof:{ctor} {' '.join(map(q, sig))}) {q(t)})")
-    for text, t in types.by_text.items():
-        facts = types.facts(t)
+        fields = constructor_fields(ctor)
+        parts = [f"(T {_q(v)})" if f in ("RExpr", "RList") else _q(v) for f, v in zip(fields, sig)]
+        out.append(f"(union (Sig:{ctor} {' '.join(parts)}) (T {_q(t)}))")
+        texts.add(t)
+    for text in texts:
+        out.append(f"(set (tytext (T {_q(text)})) {_q(text)})")
+        facts = types.facts(types.by_text[text])
         if facts is not None:
-            out += [f"(set (ty:rank {q(text)}) {facts[0]})", f"(set (ty:dtype {q(text)}) {q(facts[1])})"]
-            out += [f"(set (ty:dim {q(text)} {i}) {d})" for i, d in enumerate(facts[2])]
+            t = f"(T {_q(text)})"
+            out += [f"(set (trank {t}) {facts[0]})", f"(set (tdtype {t}) {_q(facts[1])})"]
+            out += [f"(set (tdim {t} {i}) {d})" for i, d in enumerate(facts[2])]
     return out
 
 
 def plain_run(fn: rg.Function, rules, iterations: int, typing: list[str] | None = None) -> tuple[float, int]:
     """Seconds for ``iterations`` of ``(run <ruleset> 1)`` in plain egglog, and the e-nodes after;
-    with ``typing`` (``typing_program``), its rules run to a fixed point after each iteration."""
+    with ``typing`` (``typing_program``), its rules run once after each iteration, then the
+    facts rules if the rules read facts (and both once over the program before, as loading does
+    in rg)."""
     from egglog import bindings
 
     eg = bindings.EGraph()
-    for text in [schema_program(), *(typing or ()), *rg.rewrite.program(rules), *plain_egglog_program(fn)]:
+    for text in [schema_program(), *rg.rewrite.program(rules), *(typing or ()), *plain_egglog_program(fn)]:
         for cmd in eg.parse_program(text):
             eg.run_program(cmd)
-    step = f"(run {rules[0].ruleset}) (saturate (run typing))" if typing else f"(run {rules[0].ruleset})"
+    facts = any(re.search(r"\((rank|dtype|dim) ", c) for c in rg.rewrite.program(rules))
+    after = "(run typing) (run facts)" if facts else "(run typing)"
+    if typing:
+        eg.run_program(*eg.parse_program(f"(run-schedule {after})"))
+    step = f"(run {rules[0].ruleset}) {after}" if typing else f"(run {rules[0].ruleset})"
     run = eg.parse_program(f"(run-schedule {step})")
     gc.collect()
     start = time.perf_counter()
@@ -200,7 +228,8 @@ def compare(label: str, fn: rg.Function, rules, iterations: int, runs: int = 7) 
     """Plain egglog (untyped and typed) against rg.saturate, best of ``runs`` interleaved; and
     rg.saturate in a worker."""
     first = ours(fn, rules, iterations, False)
-    typing = typing_program(first.egraph.state.signatures, first.egraph.state.types)
+    ctors = mentioned_constructors(t for r in rules for t in (*r.declarations(), *r.commands()))
+    typing = typing_program(first.egraph.state.signatures, first.egraph.state.types, ctors)
     untyped, typed, mine = [], [], []
     for _ in range(runs):
         untyped.append(plain_run(fn, rules, iterations))

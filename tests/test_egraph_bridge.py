@@ -194,4 +194,4 @@ def test_commuted_signatures_of_broadcasting_ops_are_typed_in_advance():
     assert sigs[("r:subtract", (scalar, scalar))] == scalar
     assert sigs[("r:subtract", (tensor, tensor))] == tensor
     # and egglog's typing rules know it: a commuted node is typed without Python
-    eg.backend.run_text(f'(check (= (tyof:r:subtract "{scalar}" "{tensor}") "{tensor}"))')
+    eg.backend.run_text(f'(check (= (tytext (Sig:r:subtract (T "{scalar}") (T "{tensor}"))) "{tensor}"))')

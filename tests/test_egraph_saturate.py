@@ -200,3 +200,39 @@ def test_new_terms_are_typed_through_the_relations_with_symbolic_dims():
     assert ("n", 4) in shapes and (4, "n") in shapes
     n = eg.state.types.dim_id(sym("n"))
     eg.backend.run_text(f"(check (= (dim (r:transpose (nid {eg.root}) \"None\") 1) {n}))")
+
+
+def test_new_classes_are_typed_by_one_egglog_action_and_facts_catch_up():
+    # Unconditional rules keep no per-class facts; a later saturation whose rules read them
+    # sets the facts of the classes made meanwhile before its first iteration.
+    x, y = rg.var("x", shape=(2, 3)), rg.var("y", shape=(3,))
+    fn = rg.Function([x, y], rg.op.add(x, y))
+    eg = RelayEGraph(fn)
+    saturate(eg, COMMUTE, iter_limit=1, isolate=False, progress=False)
+    commuted = "(r:add (RVar k2) (RVar k1))"
+    eg.backend.run_text(f'(check (= (tytext (Ty {commuted})) "Tensor[(2, 3), float32]"))')
+    reads_rank = ('(ruleset u) (rule ((= e (r:add (RVar a) (RVar b))) (= (rank e) 2) (= (rank (RVar a)) 1)) '
+                  '((union e (r:add (RVar b) (RVar a)))) :ruleset u :name "needs-rank")')
+    report = saturate(eg, reads_rank, iter_limit=1, isolate=False, progress=False)
+    assert report.iterations[0].matches.get("needs-rank") == 1  # it matched the commuted node at once
+
+
+def test_saturating_again_after_a_worker_reuses_the_typing_rules():
+    fn = _sum_chain(4)
+    eg = RelayEGraph(fn)
+    first = saturate(eg, ASSOC, iter_limit=2, time_limit=60, isolate=True, progress=False)
+    again = saturate(eg, ASSOC, iter_limit=2, isolate=False, progress=False)
+    assert again.nodes >= first.nodes
+    _same_values(fn, eg.extract())
+
+
+def test_rules_run_again_keep_their_ruleset_and_other_rules_get_their_own():
+    eg = RelayEGraph(_sum_chain(5))
+    first = saturate(eg, ASSOC, iter_limit=1, isolate=False, progress=False)
+    assert first.stop_reason == "iter-limit"  # more to do for the add rules
+    only_mul = '(ruleset t) (rewrite (r:multiply a b) (r:multiply b a) :ruleset t :name "mul-commute")'
+    report = saturate(eg, only_mul, iter_limit=3, isolate=False, progress=False)
+    assert report.stop_reason == "saturated" and report.nodes == first.nodes  # the add rules stayed off
+    renamed = '(ruleset t) (rewrite (r:add a b) (r:add a b) :ruleset t :name "add-commute")'
+    with pytest.raises(rg.RuleError, match="a different rule of that name"):
+        saturate(eg, renamed, iter_limit=1, isolate=False, progress=False)

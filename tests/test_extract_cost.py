@@ -130,8 +130,8 @@ def test_costs_apply_to_an_egraph_in_relaygraphs_egglog_encoding():
     program = schema_program([get("nn.dense"), get("nn.relu")]).splitlines() + [
         '(let $x (RVar "x#1"))', '(let $w (RVar "w#2"))',
         '(let $d (r:nn.dense $x $w "None" "\'\'"))', "(let $r (r:nn.relu $d))",
-        '(set (ty $x) "Tensor[(64, 256), float32]")', '(set (ty $w) "Tensor[(128, 256), float32]")',
-        '(set (ty $d) "Tensor[(64, 128), float32]")', '(set (ty $r) "Tensor[(64, 128), float32]")']
+        *(f'(union (Ty ${v}) (T "Tensor[{shape}, float32]"))'
+          for v, shape in (("x", "(64, 256)"), ("w", "(128, 256)"), ("d", "(64, 128)"), ("r", "(64, 128)")))]
     for command in program:
         egraph.run_program(*egraph.parse_program(command))
     root = bindings.Var(bindings.RustSpan("test", 0, 0), "$r")
@@ -140,5 +140,5 @@ def test_costs_apply_to_an_egraph_in_relaygraphs_egglog_encoding():
     by_op = {g.ops[n]: costed.costs[n] for n in range(g.num_nodes)}
     assert by_op["r:nn.dense"] == pytest.approx(cost.latency(*DENSE))
     assert by_op["r:nn.relu"] == pytest.approx(cost.latency(*RELU))
-    assert by_op["RVar"] == by_op["ty"] == 0.0
+    assert by_op["RVar"] == by_op["Ty"] == by_op["T"] == 0.0
     assert rg.extract.greedy_dag(costed).dag_cost == pytest.approx(cost.latency(*DENSE) + cost.latency(*RELU))

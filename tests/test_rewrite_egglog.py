@@ -50,7 +50,9 @@ class Harness:
 
     def set_type(self, h: int, t) -> None:
         self.types[h] = t
-        self.cmd(f"(set (ty (nid {h})) {egg_str(format_type(t))})")
+        ty = f"(T {egg_str(format_type(t))})"
+        self.cmd(f"(union (Ty (nid {h})) {ty})")
+        self.cmd(f"(set (tytext {ty}) {egg_str(format_type(t))})")
         if isinstance(t, TensorType):
             self.cmd(f"(set (rank (nid {h})) {len(t.shape)})")
             self.cmd(f"(set (dtype (nid {h})) {egg_str(t.dtype)})")
@@ -135,7 +137,9 @@ class Harness:
     def type_new_classes(self) -> None:
         for _ in range(6):
             nodes, handle_of = self._graph()
-            typed = {nodes[n["children"][0]]["eclass"] for n in nodes.values() if n["op"] == "ty"}
+            known = {n["eclass"] for n in nodes.values() if n["op"] == "T"}
+            typed = {nodes[n["children"][0]]["eclass"] for n in nodes.values()
+                     if n["op"] == "Ty" and n["eclass"] in known}
             progress = False
             for nid, node in nodes.items():
                 cls = node["eclass"]

@@ -95,7 +95,7 @@ def test_conditions_egglog_cannot_test_run_in_python():
     pr = r.python_rewrite
     assert pr is not None and pr.variables == ["root", "x"]
     assert r.declarations()[-1] == f"(relation {pr.relation} (RExpr RExpr))"
-    assert f"({pr.relation} ?root ?x)" in r.commands()[0] and "(ty ?x)" in r.commands()[0]
+    assert f"({pr.relation} ?root ?x)" in r.commands()[0] and "(tytext (Ty ?x))" in r.commands()[0]
 
 
 def test_multi_pattern_with_computed_attributes():

@@ -6,14 +6,16 @@ node's fields with children as handles). One rule per constructor then builds ev
 once over placeholders ``(Ph k)`` standing for handle ``k`` (so no node waits for its children),
 sets ``(nid k)``, and a link rule unions each placeholder with the class its handle names;
 the placeholders and input rows are deleted afterwards. Types arrive the same way
-(``in:ty``, handle -> type text), and the facts rules read (``rank``, ``dtype``, ``dim``) are
-derived inside egglog from per-type tables (``ty:rank``, ``ty:dtype``, ``ty:dim``). Building
-and running the ``input`` commands is linear in the rows and far cheaper than a command per
-node. Small tables, and strings that a tab-separated file cannot carry (tabs, newlines,
-surrounding spaces), go in as one command per row instead.
+(``in:ty``, handle -> type text, becomes ``(union (Ty e) (T text))``; ``in:sig:<ctor>``, a
+signature Python has typed, becomes ``(union (Sig:<ctor> ...) (T text))``), and the facts rules
+read (``rank``, ``dtype``, ``dim`` of a class) come from per-type tables (``ty:rank``,
+``ty:dtype``, ``ty:dim``) through the rules of ``rg-class-facts``. Building and running the
+``input`` commands is linear in the rows and far cheaper than a command per node. Small
+tables, and strings that a tab-separated file cannot carry (tabs, newlines, surrounding
+spaces), go in as one command per row instead.
 
-The classes rules create are typed inside egglog too, by signature (``_typing_rules``; the
-Python side is ``relaygraph.egraph.scan``).
+The classes rules create are typed inside egglog too, one action per new node
+(``_typing_rules``; the Python side is ``relaygraph.egraph.scan``).
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from .encoding import EXPR, LIST, constructor_fields, schema_program
 from .tables import Batch
 from .typer import TypeTable
 
-__all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "TYPING_STEP"]
+__all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "typing_ruleset"]
 
-# The schedule step that types new classes and sets their facts (rg-type holds both kinds of rule);
-# saturation ends each iteration's schedule with it, so one egglog call runs the rules and types.
-TYPING_STEP = "(saturate (run rg-type))"
+
+def typing_ruleset(ctor: str) -> str:
+    """The ruleset holding the typing rule of a constructor (see ``_typing_rules``)."""
+    return f"rg-type-{ctor}"
 
 
 class EgglogError(RelayError):
@@ -46,7 +49,7 @@ class EgglogError(RelayError):
     def is_type_merge(self) -> bool:
         """True when a union would have merged classes of different types."""
         return "Illegal merge attempted for function" in self.detail and any(
-            f"function {name}" in self.detail for name in ("ty", "rank", "dtype", "dim"))
+            f"function {name}" in self.detail for name in ("tytext", "rank", "dtype", "dim"))
 
 
 MACHINERY = """
@@ -57,27 +60,26 @@ MACHINERY = """
 (function ty:rank (String) i64 :no-merge)
 (function ty:dtype (String) String :no-merge)
 (function ty:dim (String i64) i64 :no-merge)
-(function lty (RList) String :no-merge)
 (ruleset rg-load)
-(ruleset rg-type)
 (ruleset rg-sig-clean)
 (ruleset rg-facts)
 (ruleset rg-clean)
 (rule ((= p (Ph a)) (= e (nid a))) ((union p e)) :ruleset rg-load :name "rg-link")
 (rule ((in:union a b) (= x (nid a)) (= y (nid b))) ((union x y)) :ruleset rg-load :name "rg-union")
-(rule ((= s (in:ty k)) (= e (nid k))) ((set (ty e) s)) :ruleset rg-facts :name "rg-ty")
-(rule ((= s (ty e)) (= r (ty:rank s))) ((set (rank e) r)) :ruleset rg-facts :name "rg-rank")
-(rule ((= s (ty e)) (= d (ty:dtype s))) ((set (dtype e) d)) :ruleset rg-facts :name "rg-dtype")
-(rule ((= s (ty e)) (= v (ty:dim s i))) ((set (dim e i) v)) :ruleset rg-facts :name "rg-dim")
-(rule ((= s (ty e)) (= r (ty:rank s))) ((set (rank e) r)) :ruleset rg-type :name "rg-type-rank")
-(rule ((= s (ty e)) (= d (ty:dtype s))) ((set (dtype e) d)) :ruleset rg-type :name "rg-type-dtype")
-(rule ((= s (ty e)) (= v (ty:dim s i))) ((set (dim e i) v)) :ruleset rg-type :name "rg-type-dim")
+(rule ((= s (in:ty k)) (= e (nid k))) ((union (Ty e) (T s))) :ruleset rg-facts :name "rg-ty")
+(rule ((= x (T s))) ((set (tytext x) s)) :ruleset rg-facts :name "rg-tytext")
+(ruleset rg-class-facts)
+(rule ((= t (Ty e)) (= s (tytext t)) (= r (ty:rank s))) ((set (rank e) r)) :ruleset rg-class-facts
+      :name "rg-rank")
+(rule ((= t (Ty e)) (= s (tytext t)) (= d (ty:dtype s))) ((set (dtype e) d)) :ruleset rg-class-facts
+      :name "rg-dtype")
+(rule ((= t (Ty e)) (= s (tytext t)) (= v (ty:dim s i))) ((set (dim e i) v)) :ruleset rg-class-facts
+      :name "rg-dim")
 (rule ((= p (Ph k))) ((delete (Ph k))) :ruleset rg-clean :name "rg-clean-ph")
 (rule ((= p (PhL k))) ((delete (PhL k))) :ruleset rg-clean :name "rg-clean-phl")
 (rule ((in:union a b)) ((delete (in:union a b))) :ruleset rg-clean :name "rg-clean-union")
-(rule ((= l (RNil))) ((set (lty l) "()")) :ruleset rg-type :name "rg-type-RNil")
-(rule ((= e (RTuple l)) (= u (lty l))) ((set (ty e) u)) :ruleset rg-type :name "rg-type-RTuple")
 (rule ((= s (in:ty k))) ((delete (in:ty k))) :ruleset rg-clean :name "rg-clean-ty")
+(set (tytext (T "()")) "()")
 """
 
 
@@ -108,7 +110,7 @@ def _load_rules(ctor: str) -> str:
 
 
 _FILE_ROWS = 32  # fewer rows than this go in as commands: a file costs more than a few commands
-_FUNCTION_TABLES = ("in:ty", "ty:rank", "ty:dtype", "ty:dim", "tyof:")  # the last column is the output
+_FUNCTION_TABLES = ("in:ty", "ty:rank", "ty:dtype", "ty:dim")  # the last column is the output
 
 
 def signature_fields(ctor: str) -> tuple[str, ...]:
@@ -116,55 +118,61 @@ def signature_fields(ctor: str) -> tuple[str, ...]:
     return tuple("String" if s in (EXPR, LIST) else s for s in constructor_fields(ctor))
 
 
-def _signature_query(ctor: str) -> tuple[tuple, list[str], list[str], str]:
-    """For a node ``(ctor a0 a1 ...)``: its fields, the facts reading its children's type texts
-    (``t<i>``), the signature's variables (type texts, then literal fields) and the node's args."""
+def _typing_rules(ctor: str) -> str:
+    """The typing machinery of a constructor.
+
+    ``(Sig:<ctor> ...)`` is the type of a node from its children's types and its literal
+    fields. The typing rule (ruleset ``rg-type-<ctor>``) unions every node's ``(Ty e)`` with its
+    ``Sig``: one action per node and no lookup of the children's types, so it never waits for
+    them and one run types everything a rule made. Python types each new signature once and
+    unions it with its ``T`` (``in:sig:<ctor>`` rows, loaded in ``rg-facts``); a ``Sig:<ctor>``
+    table with more rows than Python has typed signatures holds new ones, which the collection
+    rule (ruleset ``rg-sig-<ctor>``) writes as type texts into ``sig:<ctor>`` once its children
+    are typed. RNil and RTuple need no signature: ``()`` and the type of the tuple's list.
+    """
+    rs = typing_ruleset(ctor)
+    if ctor == "RNil":
+        return f'(ruleset {rs})\n(rule ((= l (RNil))) ((union (LTy l) (T "()"))) :ruleset {rs} :name "{rs}")'
+    if ctor == "RTuple":
+        return (f'(ruleset {rs})\n(rule ((= e (RTuple l))) ((union (Ty e) (LTy l))) :ruleset {rs} '
+                f':name "{rs}")')
     fields = constructor_fields(ctor)
     names = [f"a{i}" for i in range(len(fields))]
-    facts, sig = [], []
-    for i, (n, s) in enumerate(zip(names, fields)):
-        if s in (EXPR, LIST):
-            facts.append(f"(= t{i} ({'ty' if s == EXPR else 'lty'} {n}))")
-            sig.append(f"t{i}")
+    node_args = "".join(" " + n for n in names)
+    ty_args, texts, facts, t_args = [], [], [], []
+    for i, (n, sort) in enumerate(zip(names, fields)):
+        if sort in (EXPR, LIST):
+            ty_args.append(f"({'Ty' if sort == EXPR else 'LTy'} {n})")
+            facts.append(f"(= x{i} (tytext {n}))")
+            texts.append(f"x{i}")
+            t_args.append(f"(T x{i})")
         else:
-            sig.append(n)
-    return fields, facts, sig, "".join(" " + n for n in names)
-
-
-def _typing_rule(ctor: str, ruleset: str, name: str) -> str:
-    """The rule that types the nodes of ``ctor`` whose signature is known (see ``_typing_rules``)."""
-    if ctor == "RNil":
-        return f'(rule ((= l (RNil))) ((set (lty l) "()")) :ruleset {ruleset} :name "{name}")'
-    if ctor == "RTuple":
-        return f'(rule ((= e (RTuple l)) (= u (lty l))) ((set (ty e) u)) :ruleset {ruleset} :name "{name}")'
-    _, facts, sig, node_args = _signature_query(ctor)
-    query = " ".join([f"(= e ({ctor}{node_args}))", *facts, f"(= r (tyof:{ctor} {' '.join(sig)}))"])
-    out = "lty" if ctor == "RCons" else "ty"
-    return (f"(rule ({query}) ((set ({out} e) r) (typed:{ctor}{node_args})) :ruleset {ruleset} "
-            f":name \"{name}\")")
-
-
-def _typing_rules(ctor: str) -> str:
-    """The typing rules of a constructor.
-
-    ``tyof:<ctor>`` (filled by Python, once per signature) gives the type of a signature: the
-    children's type texts and the node's literal fields. The typing rule sets the type of every
-    node whose signature is known and marks the node in ``typed:<ctor>``; comparing the sizes
-    of ``<ctor>`` and ``typed:<ctor>`` tells which constructors have nodes of unknown signature,
-    and only for those does the signature rule (``sig:<ctor>``, a second join per node) run.
-    """
-    fields, facts, sig, node_args = _signature_query(ctor)
+            ty_args.append(n)
+            texts.append(n)
+            t_args.append(n)
+    sorts = " ".join("RType" if s in (EXPR, LIST) else s for s in fields)
     cols = " ".join(signature_fields(ctor))
-    query = " ".join([f"(= e ({ctor}{node_args}))", *facts])
-    args = " ".join(sig)
-    return (f"(relation sig:{ctor} ({cols}))\n"
-            f"(function tyof:{ctor} ({cols}) String :no-merge)\n"
-            f"(relation typed:{ctor} ({' '.join(fields)}))\n"
-            f"(ruleset rg-sig-{ctor})\n"
-            f"(rule ({query}) ((sig:{ctor} {args})) :ruleset rg-sig-{ctor} :name \"rg-sig-{ctor}\")\n"
-            f"{_typing_rule(ctor, 'rg-type', f'rg-type-{ctor}')}\n"
-            f"(rule ((sig:{ctor} {args})) ((delete (sig:{ctor} {args}))) :ruleset rg-sig-clean "
-            f":name \"rg-sig-clean-{ctor}\")")
+    out_ty = "LTy" if ctor == "RCons" else "Ty"
+    sig_of_node = f"(Sig:{ctor}{''.join(' ' + a for a in ty_args)})"
+    row = " ".join(texts)
+    lhs = f"(Sig:{ctor}{node_args})"
+    return "\n".join([
+        f"(constructor Sig:{ctor} ({sorts}) RType)",
+        f"(relation in:sig:{ctor} ({cols} String))",
+        f"(relation sig:{ctor} ({cols}))",
+        f"(ruleset {rs})",
+        f"(ruleset rg-sig-{ctor})",
+        f"(rule ((= e ({ctor}{node_args}))) ((union ({out_ty} e) {sig_of_node})) :ruleset {rs} "
+        f":name \"{rs}\")",
+        f"(rule ((in:sig:{ctor} {row} r)) ((union (Sig:{ctor}{''.join(' ' + a for a in t_args)}) (T r))) "
+        f":ruleset rg-facts :name \"rg-sig-load-{ctor}\")",
+        f"(rule ((in:sig:{ctor} {row} r)) ((delete (in:sig:{ctor} {row} r))) :ruleset rg-clean "
+        f":name \"rg-sig-unload-{ctor}\")",
+        f"(rule ((= s {lhs}) {' '.join(facts)}) ((sig:{ctor} {row})) :ruleset rg-sig-{ctor} "
+        f":name \"rg-sig-{ctor}\")",
+        f"(rule ((sig:{ctor} {row})) ((delete (sig:{ctor} {row}))) :ruleset rg-sig-clean "
+        f":name \"rg-sig-clean-{ctor}\")",
+    ])
 
 
 def _tsv_safe(value) -> bool:
@@ -195,16 +203,15 @@ class Backend:
         self.tmpdir = tempfile.mkdtemp(prefix="relaygraph-egraph-")
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.tmpdir, True)
         self.run_text(schema_program() + MACHINERY)
-        self._typed: list[str] = []  # constructors whose typing rules are declared
+        self._typed: list[str] = []  # constructors with a signature (all declared ones but RNil, RTuple)
+        self._typing: list[str] = []  # every declared constructor's typing ruleset
+        self._all: dict[str, tuple[int, str]] = {}  # "types"/"sigs" -> (rulesets combined, its name)
         b = bindings
-        # The facts rules have copies in rg-type: one saturation types classes and sets their facts.
-        self._types_schedule = [
-            b.RunSchedule(b.Saturate(self.span, b.Run(self.span, b.RunConfig("rg-type", None)))),
-        ]
         self._sig_clean = [b.RunSchedule(b.Run(self.span, b.RunConfig("rg-sig-clean", None)))]
         self._flush_schedule = [
             b.RunSchedule(b.Saturate(self.span, b.Run(self.span, b.RunConfig("rg-load", None)))),
             b.RunSchedule(b.Saturate(self.span, b.Run(self.span, b.RunConfig("rg-facts", None)))),
+            b.RunSchedule(b.Run(self.span, b.RunConfig("rg-class-facts", None))),
             b.RunSchedule(b.Run(self.span, b.RunConfig("rg-clean", None))),
         ]
 
@@ -233,15 +240,34 @@ class Backend:
         return out
 
     def run_fixed(self, name: str) -> None:
-        """Run one of the bridge's own schedules: ``types`` (typing rules, then facts) or
-        ``sig-clean``."""
-        schedule = self._types_schedule if name == "types" else self._sig_clean
+        """Run one of the bridge's own schedules: ``types`` (every declared constructor's typing
+        rule, once: they do not wait for each other), ``sigs`` (every signature collection rule,
+        its rows then cleared: run after loading, so later collections see new rows only) or
+        ``class-facts`` (the facts conditions read, for the classes typed since they last ran)."""
+        if name == "class-facts":
+            self.run(self.b.RunSchedule(self.b.Run(self.span, self.b.RunConfig("rg-class-facts", None))),
+                     what="setting the facts of new e-classes")
+            return
+        members = self._typing if name == "types" else [f"rg-sig-{c}" for c in self._typed]
+        if not members:
+            return
+        count, combined = self._all.get(name, (0, ""))
+        if count != len(members):
+            combined = f"rg-{name}-all-{len(members)}"
+            self.run_text(f"(unstable-combined-ruleset {combined} {' '.join(members)})",
+                          what="combining the typing rules")
+            self._all[name] = (len(members), combined)
+        b = self.b
+        schedule = [b.RunSchedule(b.Run(self.span, b.RunConfig(combined, None)))]
+        if name == "sigs":
+            schedule += self._sig_clean
         self.run(*schedule, what=f"typing new e-classes ({name})")
 
-    def untyped_constructors(self) -> list[str]:
-        """Constructors with nodes the typing rules have not typed (unknown signatures)."""
+    def untyped_constructors(self, known: dict[str, int]) -> list[str]:
+        """Constructors whose ``Sig`` table holds signatures Python has not typed (``known``: how
+        many it has typed per constructor); each typed one is exactly one row of the table."""
         sizes = self.sizes()
-        return [c for c in self._typed if sizes.get(c, 0) != sizes.get(f"typed:{c}", 0)]
+        return [c for c in self._typed if sizes.get(f"Sig:{c}", 0) > known.get(c, 0)]
 
     def collect_signatures(self, ctors) -> dict[str, list[tuple]]:
         """Run the signature rules of ``ctors`` (see ``_typing_rules``), read the signatures they
@@ -283,11 +309,11 @@ class Backend:
         for ctor in ctors:
             if ctor in self._declared or ctor == "union":
                 continue
-            text = _load_rules(ctor)
-            if ctor not in ("RNil", "RTuple"):  # those two are typed by fixed rules (MACHINERY)
-                text += "\n" + _typing_rules(ctor)
-                self._typed.append(ctor)
+            text = _load_rules(ctor) + "\n" + _typing_rules(ctor)
             self.run_text(text, what=f"declaring the rules of {ctor}")
+            if ctor not in ("RNil", "RTuple"):
+                self._typed.append(ctor)
+            self._typing.append(typing_ruleset(ctor))
             self._declared.add(ctor)
 
     def _input(self, table: str, rows, commands: list) -> None:
@@ -318,11 +344,11 @@ class Backend:
         if not batch and not batch.new_types and not batch.sigs:
             return
         commands: list = []
-        self.declare(batch.rows)
+        self.declare([*batch.rows, *batch.sigs])
         for ctor, rows in batch.rows.items():
             self._input(f"in:{ctor}", rows, commands)
         for ctor, rows in batch.sigs.items():
-            self._input(f"tyof:{ctor}", rows, commands)
+            self._input(f"in:sig:{ctor}", rows, commands)
         ranks, dtypes, dims = [], [], []
         for text, _ in batch.new_types:
             facts = types.facts(types.by_text[text])

@@ -15,6 +15,7 @@ use from the journal.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
 
 from ..errors import RelayError, RuleError
@@ -39,6 +40,7 @@ class RelayEGraph:
         self.builder = BatchBuilder(self.state, self.tables)
         self.journal: list[tuple] = []
         self.declared: set[str] = set()  # egglog declarations already made (rules install once)
+        self.installed: dict[tuple, tuple] = {}  # rules installed: (name, text) -> (ruleset, report names)
         self.function: Function | None = None
         self.root: int | None = None
         self._backend: Backend | None = None
@@ -67,10 +69,10 @@ class RelayEGraph:
         self.function = fn
         self.root = self.builder.add_expr(fn.body, checked=True)
         self.flush()
-        # The typing rules run once over the program now: every signature is known (the batch
-        # carried them), so later iterations only type what rules add.
+        # The typing and signature rules run once over the program now: every signature is
+        # known (the batch carried them), so later runs only see what rules add.
         self._record(("run", "types"))
-        self._record(("run", "sig-clean"))
+        self._record(("run", "sigs"))
         return self.root
 
     @classmethod
@@ -146,6 +148,17 @@ class RelayEGraph:
         self._document = self._sizes = None
         return _execute(self.backend, self.state, self.journal[-1])
 
+    def combined_ruleset(self, prefix: str, members) -> str:
+        """A ruleset running ``members`` together, declared once per e-graph (named by its
+        members, and found in the journal also when a worker declared it)."""
+        members = sorted(members)
+        digest = hashlib.blake2b(" ".join(members).encode(), digest_size=6).hexdigest()
+        name = f"{prefix}-{digest}"
+        declaration = f"(unstable-combined-ruleset {name} {' '.join(members)})"
+        if not any(e[0] == "egglog" and e[1] == declaration for e in self.journal):
+            self.record_egglog(declaration)
+        return name
+
     def record_egglog(self, text: str, ruleset: str | None = None, name: str | None = None) -> set[str]:
         """Add egglog text to the e-graph (run now if the e-graph is live, else on first use);
         returns the names egglog will report its rules' matches under."""
@@ -205,27 +218,32 @@ class RelayEGraph:
         """Type every class rules created (see ``relaygraph.egraph.scan``); returns (signatures typed,
         problems). A node whose type differs from its class's raises EgglogError (``is_type_merge``).
 
-        ``typed``: the typing rules have just run (saturation's schedule ends with them).
+        ``typed``: the typing rules have just run (saturation's schedule ends with them);
+        otherwise they run first, over every constructor.
         """
         total = 0
+        if not typed:
+            self.flush()
+            self._record(("run", "types"))
         while True:
-            if self.builder.batch or not typed:
-                self.flush()
-                self._record(("run", "types"))
-            typed = False
-            untyped = self.backend.untyped_constructors()
+            self.flush()
+            untyped = self.backend.untyped_constructors(self.state.signature_count)
             if not untyped:
                 return total, []
             sigs = self._record(("signatures", tuple(untyped)))
-            if not sigs:
-                return total, [TypingProblem("RExpr", "some e-classes have no type and no node to type by")]
-            count, problems = resolve_signatures(sigs, self.builder)
+            count, problems = resolve_signatures(sigs, self.builder) if sigs else (0, [])
             if problems:
                 self.builder.take()  # the types found so far are dropped with the failed iteration
                 return total, problems
             if not count:
-                return total, []
+                return total, [TypingProblem("RExpr", "some e-classes have no type and no node to type by")]
             total += count
+
+    def set_class_facts(self) -> None:
+        """Set the facts conditions read (rank, dtype, dims) on every class typed since they were
+        last set (every batch sets them, with the types it resolves; saturation with rules that
+        read none leaves them for later)."""
+        self._record(("run", "class-facts"))
 
     def ensure_handles(self, snap: Snapshot, classes) -> dict:
         """Handles for classes of a snapshot (classes rules made get one); class -> handle."""
@@ -242,7 +260,7 @@ class RelayEGraph:
             return self._sizes
         sizes = self.backend.sizes()
         nodes = sum(sizes.get(c, 0) for c in _node_tables())
-        return nodes, sizes.get("ty", 0)
+        return nodes, sizes.get("Ty", 0)
 
     def document(self) -> dict:
         """The e-graph as an extraction-gym document rooted at the program (see readback)."""

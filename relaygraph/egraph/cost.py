@@ -23,9 +23,9 @@ count as ``Machine.symbolic_dim``; a ``?`` dimension has no cost and raises Cost
 To cost an extraction e-graph, ``apply_cost(graph, model, describe)`` calls
 ``describe(graph, node) -> NodeInfo`` for every node. Two describers are built in:
 ``describe_from_encoding`` reads an e-graph serialized from egglog in relaygraph's Relay
-encoding (``relaygraph.egraph.encoding``: ``r:<op>`` constructors with attribute Strings, types
-in the ``ty`` function), and ``describe_from_json`` reads plain fields of the document (see its
-docstring). ``apply_cost`` picks the first when the e-graph has ``r:`` nodes.
+encoding (``relaygraph.egraph.encoding``: ``r:<op>`` constructors with attribute Strings, a
+class's type as ``(Ty e)`` in a class with ``(T text)``), and ``describe_from_json`` reads plain
+fields of the document (see its docstring). ``apply_cost`` picks the first when the e-graph has ``r:`` nodes.
 """
 
 from __future__ import annotations
@@ -343,15 +343,28 @@ _TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _encoded_types(graph) -> dict[int, str]:
-    """Class -> type text, from the ``ty`` function rows of an encoded e-graph."""
+    """Class -> type text in an encoded e-graph: ``(Ty e)`` in a class with ``(T text)``, or a
+    ``ty`` function row (a plain egglog program that keeps types as a String function)."""
     types = _TYPES.get(graph)
     if types is None:
         types = {}
+        texts = {}  # RType class -> its T's text
         for n, op in enumerate(graph.ops):
-            if op == "ty" and len(graph.child_classes[n]) == 1:
-                text = _literal(graph, graph.classes[n])
+            if op == "T" and len(graph.child_classes[n]) == 1:
+                text = _literal(graph, graph.child_classes[n][0])
                 if text is not None:
-                    types[graph.child_classes[n][0]] = text
+                    texts[graph.classes[n]] = text
+        for n, op in enumerate(graph.ops):
+            if len(graph.child_classes[n]) != 1:
+                continue
+            if op == "Ty":
+                text = texts.get(graph.classes[n])
+            elif op == "ty":
+                text = _literal(graph, graph.classes[n])
+            else:
+                continue
+            if text is not None:
+                types[graph.child_classes[n][0]] = text
         _TYPES[graph] = types
     return types
 
@@ -360,8 +373,8 @@ def describe_from_encoding(graph, node: int) -> NodeInfo:
     """A node of an e-graph serialized from egglog in relaygraph's Relay encoding.
 
     ``r:<op>`` nodes take their expression children as inputs and their String children as the
-    op's attributes in table order; every expression class's type is the ``ty`` function's
-    value for it. Other nodes (variables, constants, lists, literals, ``ty`` rows) cost nothing.
+    op's attributes in table order; every expression class's type is the text of the ``T`` in
+    its ``Ty``'s class. Other nodes (variables, constants, lists, literals, types) cost nothing.
     """
     from ..ops import lookup
     from .encoding import OP_PREFIX, parse_attr_key

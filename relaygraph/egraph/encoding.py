@@ -19,12 +19,22 @@ Constructors (all returning ``RExpr`` unless said):
   value is stored as ``attr_key(value)``: ``repr`` of its canonical Python value (``(1, 1)``,
   ``'NCHW'``, ``None``, ``1e-05``), so ``1``, ``1.0`` and ``True`` stay distinct.
 
-Functions kept on e-classes (Python fills them between iterations, rules read them):
+Types live in a sort of their own, ``RType``, so that a rule's new terms are typed by one
+egglog action per node and a union of classes of different types is refused by egglog itself:
 
-- ``(ty e)``: the type as Relay text (``format_type``). No merge function: a union of two classes
-  with different types makes egglog refuse with "Illegal merge attempted for function ty".
-- ``(rank e)``, ``(dtype e)``, ``(dim e i)``: for rule side conditions. A symbolic dimension is a
-  negative id (the same symbolic expression always gets the same id), ``?`` is ``-1``.
+- ``(T text)``: the type whose Relay text (``format_type``) is ``text``; ``(tytext t)`` gives the
+  text back. ``tytext`` has no merge function: a union that would put two different types in
+  one class (two ``T`` of different texts) makes egglog refuse with "Illegal merge attempted
+  for function tytext".
+- ``(Ty e)``, ``(LTy l)``: the type of an expression class, of a list class (a tuple type).
+- ``(Sig:<ctor> ...)``: the type of a node of ``ctor`` from its signature, its children's types
+  (``RType``) and its literal fields. The typing rule of a constructor unions ``(Ty e)`` with
+  the node's ``Sig``; Python unions each signature it has typed with its ``T`` (see
+  ``relaygraph.egraph.scan``). A class is typed once its ``Ty`` is in a class with a ``T``.
+- ``(rank e)``, ``(dtype e)``, ``(dim e i)``: facts of a class's tensor type, for rule side
+  conditions. A symbolic dimension is a negative id (the same symbolic expression always gets
+  the same id), ``?`` is ``-1``. They are kept per class (a condition then reads one table),
+  set from the type's facts by the rules of ``rg-class-facts``, which run when rules read them.
 - ``(nid k)``: handle ``k`` of an e-class (how Python names classes in later commands).
 """
 
@@ -41,12 +51,13 @@ from ..ir.expr import Constant, Var
 from ..ops.registry import OpDef, all_ops
 
 __all__ = [
-    "EXPR", "LIST", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key", "parse_attr_key",
+    "EXPR", "LIST", "TYPE", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key",
+    "parse_attr_key",
     "var_key", "const_key", "schema_program", "op_from_constructor", "op_attr_keys", "attrs_from_keys",
     "constructor_fields",
 ]
 
-EXPR, LIST = "RExpr", "RList"
+EXPR, LIST, TYPE = "RExpr", "RList", "RType"
 
 BUILTIN_CONSTRUCTORS = {
     "RVar": ("String",),
@@ -153,7 +164,11 @@ def schema_program(ops: Iterable[OpDef] | None = None) -> str:
         lines.append(f"(constructor {name} ({' '.join(args)}) {EXPR})")
     lines.extend(_op_decl(op) for op in (all_ops() if ops is None else ops))
     lines += [
-        f"(function ty ({EXPR}) String :no-merge)",
+        f"(sort {TYPE})",
+        f"(constructor T (String) {TYPE})",
+        f"(constructor Ty ({EXPR}) {TYPE} :unextractable)",
+        f"(constructor LTy ({LIST}) {TYPE} :unextractable)",
+        f"(function tytext ({TYPE}) String :no-merge)",
         f"(function rank ({EXPR}) i64 :no-merge)",
         f"(function dtype ({EXPR}) String :no-merge)",
         f"(function dim ({EXPR} i64) i64 :no-merge)",

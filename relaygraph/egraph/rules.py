@@ -147,6 +147,17 @@ def install_rules(egraph, specs: list[RuleSpec]) -> None:
         egraph.declare_constructors(ctors)
     declared = egraph.declared
     for spec in specs:
+        # A rule installed before in this e-graph (a cell run again) keeps its ruleset; any other
+        # gets a ruleset of its own (rulesets are never shared, or an old rule would run again).
+        rule_key = (spec.name, tuple(spec.declarations), tuple(spec.commands))
+        done = egraph.installed.get(rule_key)
+        if done is not None:
+            spec.ruleset, spec.report_names = done[0], set(done[1])
+            continue
+        if any(k[0] == spec.name for k in egraph.installed):
+            raise RuleError(f"rule {spec.name}: a different rule of that name was already run on this "
+                            f"e-graph; rename the rule or load the program into a new e-graph")
+        spec.ruleset = f"rg-rule-{len(egraph.installed)}"
         try:
             for decl in spec.declarations:
                 key = " ".join(decl.split())
@@ -161,3 +172,4 @@ def install_rules(egraph, specs: list[RuleSpec]) -> None:
         except EgglogError as exc:
             detail = " ".join(exc.detail.split()) or str(exc)
             raise RuleError(f"rule {spec.name}: egglog refused it: {detail}") from None
+        egraph.installed[rule_key] = (spec.ruleset, frozenset(spec.report_names))

@@ -10,10 +10,11 @@ process that is killed when an iteration overruns (``relaygraph.egraph.worker``;
 says which iteration's state survived). ``isolate=False`` runs in this process, where the
 time limit is only checked between iterations.
 
-Each iteration is one egglog call: the rules, then egglog's typing rules to a fixed point
-(``backend.TYPING_STEP``: types of new nodes looked up by signature, facts set for new classes).
-Only signatures egglog has never seen go to Python, all of an iteration's at once (a rule that
-builds an ill-typed term, or unions terms of different types, is named in a RuleError). Then
+Each iteration is one egglog call: the rules, then one run of the typing rules of the
+constructors the rules can build (each new node's type is unioned with its signature; see
+``relaygraph.egraph.backend``). Only signatures egglog has never seen go to Python, all of an
+iteration's at once (a rule that builds an ill-typed term, or unions terms of different types,
+is named in a RuleError). Then
 the rules' Python halves run on their new matches, and one print-size counts the e-graph.
 Explosive rules are throttled by a back-off scheduler (egg's): a rule whose matches in an
 iteration exceed its limit is not applied and sits out ``ban_length`` iterations; each ban
@@ -24,15 +25,16 @@ lasts one command, so the bans and doubled limits are kept here across iteration
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
 from ..errors import RelayError, RuleError
 from ..ir.expr import Expr, Function
 from ..ir.module import IRModule
-from .backend import TYPING_STEP, EgglogError
+from .backend import EgglogError, typing_ruleset
 from .bridge import RelayEGraph
-from .rules import RuleSpec, install_rules, prepare_rules
+from .rules import RuleSpec, install_rules, mentioned_constructors, prepare_rules
 from .tables import UnionTypeError
 from .typer import NodeTypeError
 
@@ -124,6 +126,25 @@ class Saturator:
         self.seen_matches: set = set()
         self.matches: dict[str, int] = {}
         self.python_specs = [s for s in specs if s.relation is not None]
+        # Facts (rank, dtype, dims) are kept per class only while rules read them.
+        self.facts = any(re.search(r"\((rank|dtype|dim) ", t) for s in specs
+                         for t in (*s.declarations, *s.commands))
+        self.typing = self._typing_step()
+        if self.facts:
+            egraph.set_class_facts()  # catch up on classes typed while no rule read facts
+
+    def _typing_step(self) -> str:
+        """The schedule step typing what the rules build: the typing rules of the constructors
+        the rules name (no other constructor gets new nodes), in one run."""
+        ctors = sorted(mentioned_constructors(t for s in self.specs for t in (*s.declarations, *s.commands)))
+        facts = " (run rg-class-facts)" if self.facts else ""
+        if not ctors:
+            return facts.strip()
+        self.egraph.declare_constructors(ctors)
+        members = [typing_ruleset(c) for c in ctors]
+        if len(members) == 1:
+            return f"(run {members[0]}){facts}"
+        return f"(run {self.egraph.combined_ruleset('rg-types', members)}){facts}"
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, start: float | None = None) -> SaturationReport:
@@ -212,8 +233,8 @@ class Saturator:
                 parts.append(f"(run-with bo{level} {ruleset})")
             else:
                 parts.append(f"(run {ruleset})")
-        if typing:
-            parts.append(TYPING_STEP)
+        if typing and self.typing:
+            parts.append(self.typing)
         return f"(run-schedule {' '.join(parts)})", len(levels)
 
     def _combined(self, specs: list[RuleSpec]) -> str:
@@ -222,10 +243,7 @@ class Saturator:
         key = frozenset(s.ruleset for s in specs)
         name = self.combined.get(key)
         if name is None:
-            name = f"rg-run-{len(self.egraph.declared)}"
-            self.egraph.record_egglog(f"(unstable-combined-ruleset {name} {' '.join(sorted(key))})")
-            self.egraph.declared.add(name)
-            self.combined[key] = name
+            name = self.combined[key] = self.egraph.combined_ruleset("rg-run", key)
         return name
 
     def _read_reports(self, outputs, runs: int) -> tuple[dict[str, int], set[str], bool]:

@@ -1,14 +1,14 @@
 """Typing the classes rules create, and reading a frozen e-graph.
 
-Typing happens mostly inside egglog. For every constructor, a rule records the *signature* of
-each node whose children are typed (``sig:<ctor>``: the children's type texts and the node's
-literal fields, such as attribute Strings), and another sets the node's class type from
-``tyof:<ctor>`` once Python has computed the type of that signature through the op relations.
-A program has few distinct signatures, so Python does work per signature, not per node:
-``resolve_signatures`` types the new ones egglog recorded and sends ``tyof`` rows back, until no
-new signature appears. A node whose type differs from its class's makes egglog refuse the
-merge of ``ty`` (the rule that made it is then found and named); a signature the relations
-reject is an ill-typed term.
+Typing happens mostly inside egglog. Every node's class type ``(Ty e)`` is unioned with its
+*signature* ``(Sig:<ctor> <children's types> <literal fields>)`` by a rule that runs after the
+rewrite rules (``relaygraph.egraph.backend``). A program has few distinct signatures, so Python
+does work per signature, not per node: once Python has typed a signature through the op
+relations, it unions the ``Sig`` with its ``T``, and egglog's congruence types every node with
+that signature, now and later. ``resolve_signatures`` types the new ones egglog recorded (as
+type texts, in ``sig:<ctor>``), until no new signature appears. A node whose type differs from
+its class's makes egglog refuse the merge of ``tytext`` (the rule that made it is then found and
+named); a signature the relations reject is an ill-typed term.
 
 ``Snapshot`` is the e-graph frozen at one moment (``eg.freeze()``): rows with canonical class
 ids, class handles and types, for serialization and for the matches of Python rewrites.
@@ -106,7 +106,9 @@ class Snapshot:
                 handle[c] = h
         self.handle = handle  # class -> its smallest handle, for classes that have one
         self.class_of = class_of  # every handle -> its class
-        self.class_ty = {row.inputs[0]: row.output for row in funcs["ty"].rows}  # class -> type String
+        text_of = {row.inputs[0]: row.output for row in funcs["tytext"].rows}
+        self.class_ty = {row.inputs[0]: text_of[row.output]  # class -> type String
+                         for row in funcs["Ty"].rows if row.output in text_of}
         cons_rows, nil_rows = funcs["RCons"].rows, funcs["RNil"].rows
         self.cons = {row.output: (row.inputs[0], row.inputs[1]) for row in cons_rows}
         self.nil = frozenset(row.output for row in nil_rows)

@@ -58,8 +58,18 @@ class GraphState:
         self.types = TypeTable()
         self.handle_type: dict[int, Type] = {}
         self.leaf_type: dict[tuple[str, str], Type] = {}
-        self.signatures: dict[tuple, str] = {}  # (ctor, signature) -> type text, as in tyof:<ctor>
+        self.signatures: dict[tuple, str] = {}  # (ctor, signature) -> type text (a Sig's T)
+        self.signature_count: dict[str, int] = {}  # ctor -> how many of its signatures are typed
         self.next_handle = 0
+
+    def add_signature(self, ctor: str, sig: tuple, text: str) -> bool:
+        """Remember the type of a signature; True when it is new."""
+        key = (ctor, sig)
+        if key in self.signatures:
+            return False
+        self.signatures[key] = text
+        self.signature_count[ctor] = self.signature_count.get(ctor, 0) + 1
+        return True
 
     def apply(self, batch: Batch) -> None:
         """Follow a batch made elsewhere (by a worker, or before a replay)."""
@@ -73,7 +83,7 @@ class GraphState:
             self.handle_type[h] = by_text[text]
         for ctor, rows in batch.sigs.items():
             for row in rows:
-                self.signatures[(ctor, row[:-1])] = row[-1]
+                self.add_signature(ctor, row[:-1], row[-1])
         self.next_handle = max(self.next_handle, batch.next_handle)
 
 
@@ -149,9 +159,7 @@ class BatchBuilder:
     def signature(self, ctor: str, sig: tuple, t: Type | str, known: bool = False) -> str:
         """Record the type of every node of ``ctor`` with signature ``sig``; returns its text."""
         text = t if known else self._text(t)
-        key = (ctor, sig)
-        if key not in self.state.signatures:
-            self.state.signatures[key] = text
+        if self.state.add_signature(ctor, sig, text):
             self.batch.sigs.setdefault(ctor, []).append((*sig, text))
             if ctor in _swappable() and sig[0] != sig[1]:
                 for other in ((sig[1], sig[0]), (sig[0], sig[0]), (sig[1], sig[1])):
@@ -171,7 +179,7 @@ class BatchBuilder:
         except NodeTypeError:
             return
         text = self._text(t)
-        self.state.signatures[(ctor, sig)] = text
+        self.state.add_signature(ctor, sig, text)
         self.batch.sigs.setdefault(ctor, []).append((*sig, text))
 
     def list_of(self, handles) -> int:

@@ -109,7 +109,7 @@ class Rule:
             facts = self._facts
         else:
             pr = self.python_rewrite
-            facts = self._facts + [f"(ty ?{v})" for v in pr.typed]
+            facts = self._facts + [f"(tytext (Ty ?{v}))" for v in pr.typed]
             actions = [f"({pr.relation} {' '.join(pr.columns)})"]
             actions[:0] = [f"(let {name} {rhs_term(p)})" for name, p in pr.prebuilt]
         out = []
