@@ -20,6 +20,7 @@ The classes rules create are typed inside egglog too, one action per new node
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -30,12 +31,19 @@ from .encoding import EXPR, LIST, constructor_fields, schema_program
 from .tables import Batch
 from .typer import TypeTable
 
-__all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "typing_ruleset"]
+__all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "typing_ruleset",
+           "combined_name"]
 
 
 def typing_ruleset(ctor: str) -> str:
     """The ruleset holding the typing rule of a constructor (see ``_typing_rules``)."""
     return f"rg-type-{ctor}"
+
+
+def combined_name(prefix: str, members) -> str:
+    """The name of the ruleset running ``members`` together: the same members, the same name."""
+    digest = hashlib.blake2b(" ".join(sorted(members)).encode(), digest_size=6).hexdigest()
+    return f"{prefix}-{digest}"
 
 
 class EgglogError(RelayError):
@@ -205,7 +213,7 @@ class Backend:
         self.run_text(schema_program() + MACHINERY)
         self._typed: list[str] = []  # constructors with a signature (all declared ones but RNil, RTuple)
         self._typing: list[str] = []  # every declared constructor's typing ruleset
-        self._all: dict[str, tuple[int, str]] = {}  # "types"/"sigs" -> (rulesets combined, its name)
+        self._combined: set[str] = set()  # combined rulesets declared
         b = bindings
         self._sig_clean = [b.RunSchedule(b.Run(self.span, b.RunConfig("rg-sig-clean", None)))]
         self._flush_schedule = [
@@ -251,17 +259,21 @@ class Backend:
         members = self._typing if name == "types" else [f"rg-sig-{c}" for c in self._typed]
         if not members:
             return
-        count, combined = self._all.get(name, (0, ""))
-        if count != len(members):
-            combined = f"rg-{name}-all-{len(members)}"
-            self.run_text(f"(unstable-combined-ruleset {combined} {' '.join(members)})",
-                          what="combining the typing rules")
-            self._all[name] = (len(members), combined)
         b = self.b
+        combined = self.combined(f"rg-{name}-all", members)
         schedule = [b.RunSchedule(b.Run(self.span, b.RunConfig(combined, None)))]
         if name == "sigs":
             schedule += self._sig_clean
         self.run(*schedule, what=f"typing new e-classes ({name})")
+
+    def combined(self, prefix: str, members) -> str:
+        """A ruleset running ``members`` together (declared the first time; see ``combined_name``)."""
+        name = combined_name(prefix, members)
+        if name not in self._combined:
+            self.run_text(f"(unstable-combined-ruleset {name} {' '.join(sorted(members))})",
+                          what="combining rulesets")
+            self._combined.add(name)
+        return name
 
     def untyped_constructors(self, known: dict[str, int]) -> list[str]:
         """Constructors whose ``Sig`` table holds signatures Python has not typed (``known``: how

@@ -15,7 +15,6 @@ use from the journal.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable
 
 from ..errors import RelayError, RuleError
@@ -23,7 +22,7 @@ from ..ir.expr import Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import free_vars
 from ..ir.types import Type
-from .backend import Backend, EgglogError, parse_egglog
+from .backend import Backend, EgglogError, combined_name, parse_egglog
 from .readback import gym_document, read_back
 from .scan import HandleMaker, Snapshot, TypingProblem, expr_constructors, resolve_signatures
 from .tables import Batch, BatchBuilder, GraphState, RelayTables
@@ -149,15 +148,11 @@ class RelayEGraph:
         return _execute(self.backend, self.state, self.journal[-1])
 
     def combined_ruleset(self, prefix: str, members) -> str:
-        """A ruleset running ``members`` together, declared once per e-graph (named by its
-        members, and found in the journal also when a worker declared it)."""
-        members = sorted(members)
-        digest = hashlib.blake2b(" ".join(members).encode(), digest_size=6).hexdigest()
-        name = f"{prefix}-{digest}"
-        declaration = f"(unstable-combined-ruleset {name} {' '.join(members)})"
-        if not any(e[0] == "egglog" and e[1] == declaration for e in self.journal):
-            self.record_egglog(declaration)
-        return name
+        """A ruleset running ``members`` together (journaled; declared once per live e-graph, under
+        a name that depends on the members only, so a worker and its parent agree on it)."""
+        members = tuple(sorted(members))
+        self._record(("combine", prefix, members))
+        return combined_name(prefix, members)
 
     def record_egglog(self, text: str, ruleset: str | None = None, name: str | None = None) -> set[str]:
         """Add egglog text to the e-graph (run now if the e-graph is live, else on first use);
@@ -322,6 +317,8 @@ def _execute(backend: Backend, state: GraphState, entry: tuple):
         return backend.declare(entry[1])
     if entry[0] == "signatures":
         return backend.collect_signatures(entry[1])
+    if entry[0] == "combine":
+        return backend.combined(entry[1], entry[2])
     _, text, ruleset, name = entry
     try:
         commands = backend.parse(text)

@@ -135,12 +135,12 @@ class Saturator:
 
     def _typing_step(self) -> str:
         """The schedule step typing what the rules build: the typing rules of the constructors
-        the rules name (no other constructor gets new nodes), in one run."""
+        the rules name (no other constructor gets new nodes; install_rules declared them), in one
+        run."""
         ctors = sorted(mentioned_constructors(t for s in self.specs for t in (*s.declarations, *s.commands)))
         facts = " (run rg-class-facts)" if self.facts else ""
         if not ctors:
             return facts.strip()
-        self.egraph.declare_constructors(ctors)
         members = [typing_ruleset(c) for c in ctors]
         if len(members) == 1:
             return f"(run {members[0]}){facts}"
