@@ -10,7 +10,6 @@ from ..ir.graph import program_stats
 from ..ir.module import IRModule
 from ..ir.traversal import iter_post_order
 from ..ir.types import format_type
-from . import UsageError
 
 __all__ = ["register"]
 
@@ -68,10 +67,7 @@ def _describe(mod: IRModule, title: str, limit: int) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    try:
-        mod, params = zoo.get(args.model)
-    except KeyError as exc:
-        raise UsageError(exc.args[0]) from None
+    mod, params = zoo.get(args.model)
     print(_describe(mod, f"model {args.model}: {len(params)} weight tensors", args.limit))
     return 0
 
