@@ -23,7 +23,7 @@ from ..errors import EvalError, RelayError
 from ..ir.expr import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
 from .kernels import describe, kernel_failure, kernel_of, normalize
 
-__all__ = ["Plan", "compile_function", "is_dataflow", "NotDataflow"]
+__all__ = ["Plan", "PlanCompiler", "compile_function", "is_dataflow", "NotDataflow"]
 
 
 class NotDataflow(Exception):
@@ -113,7 +113,7 @@ def compile_function(func: Function, fused: str = "numexpr") -> Plan | None:
     if cache is not None and fused in cache:
         return cache[fused]
     try:
-        plan = _Compiler(fused).compile(func)
+        plan = PlanCompiler(fused).compile(func)
     except NotDataflow:
         plan = None
     _PLANS.setdefault(func, {})[fused] = plan
@@ -125,7 +125,9 @@ def is_dataflow(func: Function) -> bool:
     return compile_function(func) is not None
 
 
-class _Compiler:
+class PlanCompiler:
+    """Turns a dataflow function into a Plan (``fused`` says how fused groups run)."""
+
     def __init__(self, fused: str) -> None:
         self.fused = fused
         self.num_slots = 0

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .graph import ExtractionError, ExtractionGraph
-from .prune import _components
+from .prune import components
 
 __all__ = ["Reduction", "reduce_graph"]
 
@@ -183,7 +183,7 @@ class _Reducer:
 
     def _drop_by_requirements(self) -> bool:
         kids_of_class = {k: {c for o in opts for c in o.kids} for k, opts in self.options.items()}
-        comp = _components(sorted(self.options), kids_of_class)
+        comp = components(sorted(self.options), kids_of_class)
         members: dict[int, list[int]] = {}
         for k, c in comp.items():
             members.setdefault(c, []).append(k)
