@@ -38,6 +38,7 @@ from ..ir.module import IRModule
 from ..ir.node import Node
 from ..ir.traversal import ExprMutator, free_vars
 from ..ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, format_type
+from ..ops import registry
 from .checked import record_types
 from .exhaustive import missing_case
 from .solver import Mismatch, Solver, has_holes, subst_type
@@ -364,8 +365,6 @@ class _Checker:
     def _opdef(self, node: Call, name: str):
         opdef = self._opdefs.get(name)
         if opdef is None:
-            from ..ops import registry
-
             try:
                 opdef = self._opdefs[name] = registry.get(name)
             except KeyError as exc:
