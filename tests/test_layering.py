@@ -30,7 +30,7 @@ KNOWN_UP = {
     ("relaygraph.rewrite.compile", "relaygraph.egraph.encoding"),
     ("relaygraph.rewrite.condegg", "relaygraph.egraph.encoding"),
     ("relaygraph.rewrite.scoping", "relaygraph.egraph.encoding"),
-    ("relaygraph.rewrite.tables", "relaygraph.egraph.encoding"),
+    ("relaygraph.rewrite.attr_functions", "relaygraph.egraph.encoding"),
 }
 THIRD_PARTY = {"egglog": {"egraph"}, "onnx": {"frontend"}, "dask": {"study"},
                "sympy": {"ty", "ty-core", "ops"}}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from .. import zoo
+from ..ir.dag_export import program_stats
 from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
-from ..ir.graph import program_stats
 from ..ir.module import IRModule
 from ..ir.traversal import iter_post_order
 from ..ir.types import format_type

@@ -33,9 +33,9 @@ from ..errors import RelayError, RuleError
 from ..ir.expr import Expr, Function
 from ..ir.module import IRModule
 from .backend import EgglogError, typing_ruleset
+from .batches import UnionTypeError
 from .bridge import RelayEGraph
 from .rules import RuleSpec, install_rules, mentioned_constructors, prepare_rules
-from .tables import UnionTypeError
 from .typer import NodeTypeError
 
 __all__ = ["saturate", "SaturationReport", "IterationStats", "Saturator", "Overrun",

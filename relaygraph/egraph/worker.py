@@ -39,7 +39,7 @@ class _RemoteGraph:
     """What a Python rewrite sees in the parent: types of the matched classes, add and union."""
 
     def __init__(self, egraph, types: dict, next_handle: int) -> None:
-        from .tables import BatchBuilder, GraphState
+        from .batches import BatchBuilder, GraphState
         from .typer import type_from_data
 
         state = GraphState()

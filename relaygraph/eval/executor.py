@@ -4,7 +4,7 @@ Compilation walks the function's DAG once (iteratively) and emits one instructio
 computed node in topological order: ``(run, input slots, output slot, extra, slots to free)``.
 A slot is cleared right after its last use, so intermediates die as early as the data
 dependencies allow. Calls of ``Primitive=1`` functions (fused groups) are one instruction each;
-see ``fused.py``. Calls of other function literals are inlined, since dataflow functions are pure.
+see ``fused_kernels.py``. Calls of other function literals are inlined, since dataflow functions are pure.
 
 A function is dataflow-only when its body uses only variables, constants, operator calls,
 tuples, projections, lets of values and calls of function literals; anything else (if, match,
@@ -226,7 +226,7 @@ class PlanCompiler:
             raise EvalError(f"wrong number of arguments: fn({names}) takes {len(callee.params)}, "
                             f"given {len(ins)}")
         if callee.attrs.get("Primitive", 0):
-            from .fused import fused_kernel
+            from .fused_kernels import fused_kernel
 
             kernel = fused_kernel(callee, self.fused)
             return self.add(kernel, ins, None, kernel.label)

@@ -5,7 +5,7 @@ indexing, lists) with pattern variables ``?x`` and these functions of a class va
 ``rank(?x)``, ``shape(?x)`` (a tuple; ``shape(?x)[0]`` a dimension), ``dtype(?x)``, ``len(...)``,
 ``leaf(?x)`` (``?x`` is a variable or a constant of the program, such as a weight),
 ``free(?b, ?e)`` (is the let-bound ``?b`` free in ``?e``) and ``once(?b, ?e)`` (is it free exactly
-once), and the attribute functions of ``tables.py`` (``compose_axes(?p, ?q)``,
+once), and the attribute functions of ``attr_functions.py`` (``compose_axes(?p, ?q)``,
 ``identity_axes(?p)``). An attribute variable (``?ax`` in
 ``axis=?ax``) stands for its value. ``?root`` is the matched left side.
 
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ir.types import Type
+from .attr_functions import ATTR_FUNCTIONS, AttrFunction
 from .condast import (
     NO,
     SCOPE_FUNCS,
@@ -42,7 +43,6 @@ from .condegg import EggFacts, egg_str
 from .condeval import UNKNOWN, evaluate
 from .sidetext import prepare_expression
 from .syntax import Located
-from .tables import ATTR_FUNCTIONS, AttrFunction
 
 __all__ = ["Expression", "UNKNOWN", "parse_expression", "Kinds", "egg_str", "EvalEnv", "evaluate",
            "RuleSyntaxError"]

@@ -13,8 +13,8 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from .attr_functions import ATTR_FUNCTIONS
 from .sidetext import PV_PREFIX
-from .tables import ATTR_FUNCTIONS
 
 __all__ = [
     "Cond", "Lit", "Var", "Seq", "BoolOp", "Not", "Neg", "BinOp", "Compare", "Index", "Slice",

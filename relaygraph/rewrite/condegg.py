@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from ..egraph.encoding import attr_key
 from ..ir.attrs import canonical_attr
+from .attr_functions import ATTR_FUNCTIONS
 from .condast import NO, BinOp, Call, Compare, Cond, Index, Lit, Neg, Not, Var, literal
-from .tables import ATTR_FUNCTIONS
 
 __all__ = ["EggFacts", "egg_str"]
 

@@ -11,8 +11,8 @@ import operator
 from ..ir.types import Any as AnyDim
 from ..ir.types import TensorType, Type
 from ..ty.dims import dims_equal, is_symbolic
+from .attr_functions import ATTR_FUNCTIONS
 from .condast import SCOPE_FUNCS, Cond, Visitor, conjuncts
-from .tables import ATTR_FUNCTIONS
 
 __all__ = ["UNKNOWN", "evaluate", "conjuncts"]
 

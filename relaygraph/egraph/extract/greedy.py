@@ -24,7 +24,7 @@ import time
 from ...ir.node import paused_gc
 from . import pset
 from .check import ExtractionResult, find_cycle, make_result, needed_classes
-from .graph import ExtractionGraph
+from .gym import ExtractionGraph
 from .tree import require_roots
 
 __all__ = ["greedy_dag", "greedy_choice", "realize_acyclic"]

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .check import ExtractionResult, check, make_result, needed_classes
-from .graph import ExtractionError, ExtractionGraph
 from .greedy import greedy_dag, realize_acyclic
+from .gym import ExtractionError, ExtractionGraph
 from .prune import Pruned, components, path_bounds, prune
 from .reduce import Reduction, reduce_graph
 

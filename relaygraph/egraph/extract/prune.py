@@ -17,7 +17,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from .graph import ExtractionGraph
+from .gym import ExtractionGraph
 
 __all__ = ["Pruned", "prune", "path_bounds", "components"]
 

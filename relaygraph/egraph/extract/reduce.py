@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .graph import ExtractionError, ExtractionGraph
+from .gym import ExtractionError, ExtractionGraph
 from .prune import components
 
 __all__ = ["Reduction", "reduce_graph"]
