@@ -16,7 +16,7 @@ from .ir.node import NodeError
 
 __all__ = [
     "RelayError", "NodeError", "Span", "ParseError", "RelayTypeError", "RuleError", "EvalError",
-    "format_diagnostic", "register_source", "source_text",
+    "UnknownNameError", "OptionError", "format_diagnostic", "register_source", "source_text",
 ]
 
 # Recently parsed texts by source name, so an error found later (by the type checker, say)
@@ -72,6 +72,18 @@ def format_diagnostic(message: str, source: str | None, span: Span | None,
 
 class RelayError(Exception):
     """Base of relaygraph's user-facing errors (parse, type, rule and evaluation errors)."""
+
+
+class UnknownNameError(RelayError, KeyError):
+    """A name the user gave (a model, an operator) that names nothing; a KeyError too."""
+
+    def __str__(self) -> str:
+        # KeyError's own str() quotes its argument; the message reads better plain.
+        return str(self.args[0]) if self.args else ""
+
+
+class OptionError(RelayError, TypeError):
+    """An option the user gave that the named thing does not take; a TypeError too."""
 
 
 class _Diagnostic(RelayError):

@@ -9,8 +9,8 @@ import pytest
 
 import relaygraph as rg
 from relaygraph.egraph import RelayEGraph
+from relaygraph.egraph.batches import UnionTypeError
 from relaygraph.egraph.encoding import attr_key, attrs_from_keys, op_attr_keys, parse_attr_key
-from relaygraph.egraph.tables import UnionTypeError
 from relaygraph.egraph.typer import NodeTypeError, type_from_data, type_to_data
 from relaygraph.ops.registry import lookup
 from relaygraph.ty import sym

@@ -248,3 +248,32 @@ def test_tuple_left_side_with_one_root_is_a_tuple_pattern():
     assert not r.multi and "(RProj (RTuple (RCons ?a (RCons ?b (RNil)))) 0)" in r.commands()[0]
     r = _one("rule u : (negative(?a), negative(?b)) => (negative(?b), negative(?a))")[0]
     assert r.multi and isinstance(r.lhs, tuple) and not isinstance(r.lhs[0], PTuple)
+
+
+def test_condition_nesting_is_bounded_with_a_clear_error():
+    from relaygraph.rewrite.condast import MAX_DEPTH
+
+    fine = "not " * 10 + "rank(?x) == 4"
+    assert _one(f"rule a : negative(?x) => ?x if {fine}")[0].cond is not None
+    nested = "not " * (MAX_DEPTH + 5) + "rank(?x) == 4"
+    message = _error(f"rule a : negative(?x) => ?x if {nested}")
+    assert "t.rules:1:" in message and "nested" in message
+
+
+def test_condition_tree_is_parsed_once_and_read_by_three_visitors():
+    from relaygraph.rewrite.cond import EvalEnv
+    from relaygraph.rewrite.condast import BoolOp, Call, Compare, Index, Lit, Neg, Var, conjuncts
+    from relaygraph.rewrite.condeval import evaluate
+
+    r = _one("rule r : negative(?x) => ?x if rank(?x) == 4 and shape(?x)[-1] == 3")[0]
+    tree = r.cond.tree
+    assert isinstance(tree, BoolOp) and tree.op == "and"
+    first, second = conjuncts(tree)
+    assert first == Compare(("==",), (Call("rank", (Var("x"),)), Lit(4)))
+    assert second == Compare(("==",), (Index(Call("shape", (Var("x"),)), Neg(Lit(1))), Lit(3)))
+    env = EvalEnv(lambda v: rg.TensorType((1, 2, 5, 3), "float32"), lambda v: None)
+    assert evaluate(tree, env) is True
+    env = EvalEnv(lambda v: rg.TensorType((1, 2, 5, rg.ty.sym("n")), "float32"), lambda v: None)
+    assert evaluate(tree, env) is None  # a symbolic dimension leaves the truth unknown
+    native, rest = r.cond.split()
+    assert (native, rest) == ([first, second], [])

@@ -10,7 +10,7 @@ import pytest
 import relaygraph as rg
 from relaygraph.cli import main
 from relaygraph.errors import RuleError
-from relaygraph.ops.fused import FUSED_OPS
+from relaygraph.ops.fused_ops import FUSED_OPS
 from relaygraph.rewrite import Rule, load_rules, parse_rules
 from relaygraph.rewrite.soundness import check_rule, check_rules, format_results
 

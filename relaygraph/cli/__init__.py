@@ -2,19 +2,26 @@
 
 Each subcommand lives in its own module ``relaygraph/cli/cmd_<name>.py`` that defines
 ``register(subparsers)``; the module adds its parser and sets ``run`` to a function
-``(args) -> exit code``. Exit codes: 0 done, 1 a check that failed, 2 bad input.
+``(args) -> exit code``. Exit codes: 0 done, 1 a check that failed, 2 bad input, 3 an
+internal error (a bug in relaygraph: its traceback is printed with ``--debug`` or
+``RELAYGRAPH_DEBUG=1``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import traceback
 
 from ..errors import RelayError
 
-__all__ = ["main", "build_parser", "UsageError"]
+__all__ = ["main", "build_parser", "UsageError", "EXIT_USAGE", "EXIT_INTERNAL"]
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
 
 
 class UsageError(Exception):
@@ -25,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``relaygraph`` command, with every subcommand module."""
     parser = argparse.ArgumentParser(prog="relaygraph",
                                      description="Relay programs rewritten with e-graphs.")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an internal error (or set RELAYGRAPH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("cmd_"):
@@ -37,7 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (UsageError, RelayError, FileNotFoundError, KeyError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"relaygraph: error: {message}", file=sys.stderr)
-        return 2
+    except (UsageError, RelayError, FileNotFoundError) as exc:
+        print(f"relaygraph: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug, reported as one
+        return _internal_error(exc, args.debug or bool(os.environ.get("RELAYGRAPH_DEBUG")))
+
+
+def _internal_error(exc: Exception, debug: bool) -> int:
+    """Report an unexpected exception as relaygraph's own fault, not the user's."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    hint = "" if debug else " (run with --debug or RELAYGRAPH_DEBUG=1 for the traceback)"
+    print(f"relaygraph: internal error: {type(exc).__name__}: {exc}\n"
+          f"this is a bug in relaygraph, please report it{hint}", file=sys.stderr)
+    return EXIT_INTERNAL

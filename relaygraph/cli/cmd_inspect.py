@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 
 from .. import zoo
+from ..ir.dag_export import program_stats
 from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
-from ..ir.graph import program_stats
 from ..ir.module import IRModule
 from ..ir.traversal import iter_post_order
 from ..ir.types import format_type
-from . import UsageError
 
 __all__ = ["register"]
 
@@ -68,10 +67,7 @@ def _describe(mod: IRModule, title: str, limit: int) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    try:
-        mod, params = zoo.get(args.model)
-    except KeyError as exc:
-        raise UsageError(exc.args[0]) from None
+    mod, params = zoo.get(args.model)
     print(_describe(mod, f"model {args.model}: {len(params)} weight tensors", args.limit))
     return 0
 

@@ -35,16 +35,14 @@ def _program(args: argparse.Namespace):
     if args.file is not None:
         if not Path(args.file).is_file():
             raise UsageError(f"no such file: {args.file}")
-        return parse_file(args.file), None, args.file
+        mod = parse_file(args.file)
+        if "main" not in mod:
+            raise UsageError(f"{args.file}: no @main function to optimize")
+        return mod, None, args.file
     options = _model_options(args.model_option)
     if args.small:
         options["small"] = True
-    if args.model not in zoo.names():
-        raise UsageError(f"unknown model {args.model!r}; known: {', '.join(zoo.names())}")
-    try:
-        mod, params = zoo.get(args.model, **options)
-    except TypeError as exc:
-        raise UsageError(f"model {args.model}: {exc}") from None
+    mod, params = zoo.get(args.model, **options)
     return mod, params, args.model
 
 

@@ -15,7 +15,7 @@ tables, and strings that a tab-separated file cannot carry (tabs, newlines, surr
 spaces), go in as one command per row instead.
 
 The classes rules create are typed inside egglog too, one action per new node
-(``_typing_rules``; the Python side is ``relaygraph.egraph.scan``).
+(``_typing_rules``; the Python side is ``relaygraph.egraph.signatures``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import tempfile
 import weakref
 
 from ..errors import RelayError
+from .batches import Batch
 from .encoding import EXPR, LIST, constructor_fields, schema_program
-from .tables import Batch
 from .typer import TypeTable
 
 __all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "typing_ruleset",

@@ -23,9 +23,9 @@ from ..ir.module import IRModule
 from ..ir.traversal import free_vars
 from ..ir.types import Type
 from .backend import Backend, EgglogError, combined_name, parse_egglog
+from .batches import Batch, BatchBuilder, GraphState, RelayTables
 from .readback import gym_document, read_back
-from .scan import HandleMaker, Snapshot, TypingProblem, expr_constructors, resolve_signatures
-from .tables import Batch, BatchBuilder, GraphState, RelayTables
+from .signatures import HandleMaker, Snapshot, TypingProblem, expr_constructors, resolve_signatures
 
 __all__ = ["RelayEGraph", "retarget"]
 
@@ -210,7 +210,7 @@ class RelayEGraph:
         return Snapshot(self.backend)
 
     def type_new_classes(self, typed: bool = False) -> tuple[int, list[TypingProblem]]:
-        """Type every class rules created (see ``relaygraph.egraph.scan``); returns (signatures typed,
+        """Type every class rules created (see ``relaygraph.egraph.signatures``); returns (signatures typed,
         problems). A node whose type differs from its class's raises EgglogError (``is_type_merge``).
 
         ``typed``: the typing rules have just run (saturation's schedule ends with them);

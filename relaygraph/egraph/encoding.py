@@ -30,7 +30,7 @@ egglog action per node and a union of classes of different types is refused by e
 - ``(Sig:<ctor> ...)``: the type of a node of ``ctor`` from its signature, its children's types
   (``RType``) and its literal fields. The typing rule of a constructor unions ``(Ty e)`` with
   the node's ``Sig``; Python unions each signature it has typed with its ``T`` (see
-  ``relaygraph.egraph.scan``). A class is typed once its ``Ty`` is in a class with a ``T``.
+  ``relaygraph.egraph.signatures``). A class is typed once its ``Ty`` is in a class with a ``T``.
 - ``(rank e)``, ``(dtype e)``, ``(dim e i)``: facts of a class's tensor type, for rule side
   conditions. A symbolic dimension is a negative id (the same symbolic expression always gets
   the same id), ``?`` is ``-1``. They are kept per class (a condition then reads one table),

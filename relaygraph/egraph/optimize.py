@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import RelayError
+from ..ir.dag_export import program_stats
 from ..ir.expr import Constant, Expr, Function, Var
-from ..ir.graph import program_stats
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
 from ..ir.types import TensorType

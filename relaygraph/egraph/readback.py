@@ -18,9 +18,9 @@ from __future__ import annotations
 from ..errors import RelayError
 from ..ir.expr import Call, Expr, Function, If, Let, Op, Tuple, TupleGetItem
 from ..ops.registry import lookup
+from .batches import GraphState, RelayTables
 from .encoding import OP_PREFIX, parse_attr_key
-from .scan import Snapshot
-from .tables import GraphState, RelayTables
+from .signatures import Snapshot
 from .typer import tensor_json
 
 __all__ = ["gym_document", "read_back", "NODE_OPS"]

@@ -33,12 +33,13 @@ from ..errors import RelayError, RuleError
 from ..ir.expr import Expr, Function
 from ..ir.module import IRModule
 from .backend import EgglogError, typing_ruleset
+from .batches import UnionTypeError
 from .bridge import RelayEGraph
 from .rules import RuleSpec, install_rules, mentioned_constructors, prepare_rules
-from .tables import UnionTypeError
 from .typer import NodeTypeError
 
-__all__ = ["saturate", "SaturationReport", "IterationStats", "Saturator"]
+__all__ = ["saturate", "SaturationReport", "IterationStats", "Saturator", "Overrun",
+           "apply_python_rewrites", "progress_bar"]
 
 
 @dataclass
@@ -156,7 +157,7 @@ class Saturator:
         nodes, classes = self._last_sizes = self.egraph.sizes()
         report = SaturationReport("iter-limit", [], self.matches, 0.0, self._limits(),
                                   "in-process", nodes, classes, 0, egraph=self.egraph)
-        bar = _progress_bar(self.iter_limit, self.progress)
+        bar = progress_bar(self.iter_limit, self.progress)
         try:
             index = 0
             while True:
@@ -400,7 +401,8 @@ def _leaves(rewrite, bindings: dict[str, int], expr: Expr) -> dict:
     return {v: bindings[n] for v, n in names.items() if n in bindings}
 
 
-def _progress_bar(total: int | None, enabled: bool):
+def progress_bar(total: int | None, enabled: bool):
+    """The progress bar of a saturation run (one step per iteration)."""
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="saturate", unit="iter", disable=not enabled, leave=False)

@@ -39,7 +39,7 @@ class _RemoteGraph:
     """What a Python rewrite sees in the parent: types of the matched classes, add and union."""
 
     def __init__(self, egraph, types: dict, next_handle: int) -> None:
-        from .tables import BatchBuilder, GraphState
+        from .batches import BatchBuilder, GraphState
         from .typer import type_from_data
 
         state = GraphState()
@@ -63,7 +63,7 @@ class _RemoteGraph:
 
 def saturate_in_worker(egraph, specs, python: dict, options: dict):
     """Run saturation in a child process under a hard time limit; the parent's e-graph follows."""
-    from .saturation import IterationStats, Overrun, SaturationReport, _progress_bar
+    from .saturation import IterationStats, Overrun, SaturationReport, progress_bar
     from .saturation import apply_python_rewrites as apply_here
 
     if os.name != "posix":
@@ -76,7 +76,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
     report = SaturationReport("iter-limit", [], {}, 0.0, {}, "worker", egraph=egraph)
     delta: list = []  # the child's journal entries, in order
     checkpoint = None  # (iteration, journal entries it covers, document, sizes)
-    bar = _progress_bar(options["iter_limit"], options["progress"])
+    bar = progress_bar(options["iter_limit"], options["progress"])
     child_options = dict(options, progress=False)
     try:
         send(("start", egraph.journal, egraph.root, specs, child_options))

@@ -2,7 +2,7 @@
 
 from .evaluate import bind_inputs, evaluate
 from .executor import Plan, compile_function, is_dataflow
-from .fused import FusedKernel, fused_kernel
+from .fused_kernels import FusedKernel, fused_kernel
 from .interpreter import Frame, Interpreter
 from .values import (
     Closure,

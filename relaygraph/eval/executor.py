@@ -4,7 +4,7 @@ Compilation walks the function's DAG once (iteratively) and emits one instructio
 computed node in topological order: ``(run, input slots, output slot, extra, slots to free)``.
 A slot is cleared right after its last use, so intermediates die as early as the data
 dependencies allow. Calls of ``Primitive=1`` functions (fused groups) are one instruction each;
-see ``fused.py``. Calls of other function literals are inlined, since dataflow functions are pure.
+see ``fused_kernels.py``. Calls of other function literals are inlined, since dataflow functions are pure.
 
 A function is dataflow-only when its body uses only variables, constants, operator calls,
 tuples, projections, lets of values and calls of function literals; anything else (if, match,
@@ -23,7 +23,7 @@ from ..errors import EvalError, RelayError
 from ..ir.expr import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
 from .kernels import describe, kernel_failure, kernel_of, normalize
 
-__all__ = ["Plan", "compile_function", "is_dataflow", "NotDataflow"]
+__all__ = ["Plan", "PlanCompiler", "compile_function", "is_dataflow", "NotDataflow"]
 
 
 class NotDataflow(Exception):
@@ -113,7 +113,7 @@ def compile_function(func: Function, fused: str = "numexpr") -> Plan | None:
     if cache is not None and fused in cache:
         return cache[fused]
     try:
-        plan = _Compiler(fused).compile(func)
+        plan = PlanCompiler(fused).compile(func)
     except NotDataflow:
         plan = None
     _PLANS.setdefault(func, {})[fused] = plan
@@ -125,7 +125,9 @@ def is_dataflow(func: Function) -> bool:
     return compile_function(func) is not None
 
 
-class _Compiler:
+class PlanCompiler:
+    """Turns a dataflow function into a Plan (``fused`` says how fused groups run)."""
+
     def __init__(self, fused: str) -> None:
         self.fused = fused
         self.num_slots = 0
@@ -224,7 +226,7 @@ class _Compiler:
             raise EvalError(f"wrong number of arguments: fn({names}) takes {len(callee.params)}, "
                             f"given {len(ins)}")
         if callee.attrs.get("Primitive", 0):
-            from .fused import fused_kernel
+            from .fused_kernels import fused_kernel
 
             kernel = fused_kernel(callee, self.fused)
             return self.add(kernel, ins, None, kernel.label)

@@ -13,6 +13,7 @@ from .adt import (
     pattern_vars,
 )
 from .attrs import EMPTY_ATTRS, Attrs
+from .dag_export import node_label, program_stats, to_networkx
 from .equal import alpha_equal, structural_hash
 from .expr import (
     Call,
@@ -34,7 +35,6 @@ from .expr import (
     is_atomic,
     var,
 )
-from .graph import node_label, program_stats, to_networkx
 from .module import IRModule
 from .node import Node, NodeError, live_interned_count
 from .traversal import (

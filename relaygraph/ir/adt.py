@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from .expr import Expr, Var, _expr, _short
+from .expr import Expr, Var, expect_expr, short_repr
 from .node import Node, NodeError
 from .types import GlobalTypeVar, Kind, Type, TypeVar
 
@@ -24,13 +24,13 @@ class Constructor(Expr):
 
     def __new__(cls, name_hint: str, inputs, belong_to: GlobalTypeVar) -> Constructor:
         if not isinstance(name_hint, str) or not name_hint:
-            raise NodeError(f"Constructor.name_hint: expected a non-empty str, got {_short(name_hint)}")
+            raise NodeError(f"Constructor.name_hint: expected a non-empty str, got {short_repr(name_hint)}")
         inputs = tuple(inputs)
         for i, t in enumerate(inputs):
             if not isinstance(t, Type):
-                raise NodeError(f"Constructor.inputs[{i}]: expected a Type, got {_short(t)}")
+                raise NodeError(f"Constructor.inputs[{i}]: expected a Type, got {short_repr(t)}")
         if not isinstance(belong_to, GlobalTypeVar):
-            raise NodeError(f"Constructor.belong_to: expected a GlobalTypeVar, got {_short(belong_to)}")
+            raise NodeError(f"Constructor.belong_to: expected a GlobalTypeVar, got {short_repr(belong_to)}")
         return cls._make_nominal(name_hint, inputs, belong_to, next(_tags))
 
     def __repr__(self) -> str:
@@ -44,15 +44,15 @@ class TypeData(Type):
 
     def __new__(cls, header: GlobalTypeVar, type_vars, constructors) -> TypeData:
         if not isinstance(header, GlobalTypeVar):
-            raise NodeError(f"TypeData.header: expected a GlobalTypeVar, got {_short(header)}")
+            raise NodeError(f"TypeData.header: expected a GlobalTypeVar, got {short_repr(header)}")
         type_vars = tuple(type_vars)
         for i, t in enumerate(type_vars):
             if not isinstance(t, TypeVar):
-                raise NodeError(f"TypeData.type_vars[{i}]: expected a TypeVar, got {_short(t)}")
+                raise NodeError(f"TypeData.type_vars[{i}]: expected a TypeVar, got {short_repr(t)}")
         constructors = tuple(constructors)
         for i, c in enumerate(constructors):
             if not isinstance(c, Constructor):
-                raise NodeError(f"TypeData.constructors[{i}]: expected a Constructor, got {_short(c)}")
+                raise NodeError(f"TypeData.constructors[{i}]: expected a Constructor, got {short_repr(c)}")
             if c.belong_to is not header:
                 raise NodeError(f"TypeData.constructors[{i}]: {c.name_hint} belongs to "
                                 f"{c.belong_to.name_hint}, not {header.name_hint}")
@@ -91,7 +91,7 @@ class PatternVar(Pattern):
 
     def __new__(cls, var: Var) -> PatternVar:
         if not isinstance(var, Var):
-            raise NodeError(f"PatternVar.var: expected a Var, got {_short(var)}")
+            raise NodeError(f"PatternVar.var: expected a Var, got {short_repr(var)}")
         return cls._make(var)
 
     def children(self) -> tuple:
@@ -106,7 +106,7 @@ def _patterns(values, where: str) -> tuple:
     values = tuple(values)
     for i, p in enumerate(values):
         if not isinstance(p, Pattern):
-            raise NodeError(f"{where}[{i}]: expected a Pattern, got {_short(p)}")
+            raise NodeError(f"{where}[{i}]: expected a Pattern, got {short_repr(p)}")
     return values
 
 
@@ -118,7 +118,7 @@ class PatternConstructor(Pattern):
     def __new__(cls, constructor: Constructor, patterns=()) -> PatternConstructor:
         if not isinstance(constructor, Constructor):
             raise NodeError(f"PatternConstructor.constructor: expected a Constructor, got "
-                            f"{_short(constructor)}")
+                            f"{short_repr(constructor)}")
         patterns = _patterns(patterns, "PatternConstructor.patterns")
         if len(patterns) != len(constructor.inputs):
             raise NodeError(f"PatternConstructor: {constructor.name_hint} takes "
@@ -158,8 +158,8 @@ class Clause(Node):
 
     def __new__(cls, lhs: Pattern, rhs: Expr) -> Clause:
         if not isinstance(lhs, Pattern):
-            raise NodeError(f"Clause.lhs: expected a Pattern, got {_short(lhs)}")
-        return cls._make(lhs, _expr(rhs, "Clause.rhs"))
+            raise NodeError(f"Clause.lhs: expected a Pattern, got {short_repr(lhs)}")
+        return cls._make(lhs, expect_expr(rhs, "Clause.rhs"))
 
     def children(self) -> tuple:
         return (self.lhs, self.rhs)
@@ -178,8 +178,8 @@ class Match(Expr):
         clauses = tuple(clauses)
         for i, c in enumerate(clauses):
             if not isinstance(c, Clause):
-                raise NodeError(f"Match.clauses[{i}]: expected a Clause, got {_short(c)}")
-        return cls._make(_expr(data, "Match.data"), clauses, bool(complete))
+                raise NodeError(f"Match.clauses[{i}]: expected a Clause, got {short_repr(c)}")
+        return cls._make(expect_expr(data, "Match.data"), clauses, bool(complete))
 
     def children(self) -> tuple:
         return (self.data, *self.clauses)

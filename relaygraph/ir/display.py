@@ -10,7 +10,7 @@ import html
 
 import networkx as nx
 
-from .graph import program_stats, to_networkx
+from .dag_export import program_stats, to_networkx
 from .node import Node
 
 __all__ = ["to_svg", "html_summary", "repr_html", "SVG_NODE_LIMIT"]

@@ -25,7 +25,8 @@ __all__ = [
 _uids = itertools.count(1)
 
 
-def _expr(value: Any, where: str) -> Expr:
+def expect_expr(value: Any, where: str) -> Expr:
+    """``value`` if it is an Expr, else a NodeError naming ``where``."""
     if isinstance(value, Expr):
         return value
     raise NodeError(f"{where}: expected an Expr, got {type(value).__name__} {_short(value)}")
@@ -64,9 +65,13 @@ def _attrs(value: Any, where: str) -> Attrs:
     raise NodeError(f"{where}: expected a dict or Attrs, got {type(value).__name__} {_short(value)}")
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """A repr cut to 60 characters, for error messages."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_expr, _short = expect_expr, short_repr  # the short names this module uses
 
 
 class Expr(Node):

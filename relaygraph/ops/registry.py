@@ -3,7 +3,7 @@
 This module fixes the record's shape and the look-up functions; the op modules in this package
 fill the table. Other layers rely on these names:
 
-- ``lookup(name) -> OpDef | None`` and ``get(name) -> OpDef`` (KeyError naming close matches)
+- ``lookup(name) -> OpDef | None`` and ``get(name) -> OpDef`` (UnknownNameError naming close matches)
 - ``OpDef.name`` (Relay's name, e.g. ``nn.conv2d``), ``OpDef.attrs`` (an ordered mapping of
   attribute name to default value, in Relay's field order; ``REQUIRED`` marks attributes
   without a default), ``OpDef.num_inputs`` (None for variadic)
@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import RelayTypeError
+from ..errors import RelayTypeError, UnknownNameError
 from ..ir.attrs import EMPTY_ATTRS, Attrs, canonical_attr
 from ..ir.node import NodeError
 
@@ -208,12 +208,12 @@ def lookup(name: str) -> OpDef | None:
 
 
 def get(name: str) -> OpDef:
-    """The record of ``name``; a KeyError suggesting close names when there is none."""
+    """The record of ``name``; an UnknownNameError suggesting close names when there is none."""
     op = lookup(name)
     if op is None:
         close = difflib.get_close_matches(name, list(_TABLE), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown operator {name!r}{hint}")
+        raise UnknownNameError(f"unknown operator {name!r}{hint}")
     return op
 
 

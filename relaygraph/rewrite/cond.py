@@ -5,7 +5,7 @@ indexing, lists) with pattern variables ``?x`` and these functions of a class va
 ``rank(?x)``, ``shape(?x)`` (a tuple; ``shape(?x)[0]`` a dimension), ``dtype(?x)``, ``len(...)``,
 ``leaf(?x)`` (``?x`` is a variable or a constant of the program, such as a weight),
 ``free(?b, ?e)`` (is the let-bound ``?b`` free in ``?e``) and ``once(?b, ?e)`` (is it free exactly
-once), and the attribute functions of ``tables.py`` (``compose_axes(?p, ?q)``,
+once), and the attribute functions of ``attr_functions.py`` (``compose_axes(?p, ?q)``,
 ``identity_axes(?p)``). An attribute variable (``?ax`` in
 ``axis=?ax``) stands for its value. ``?root`` is the matched left side.
 
@@ -20,19 +20,32 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..ir.types import Type
-from .condegg import NO, EggFacts, egg_str, literal
-from .condeval import BINOPS, CMP, SCOPE_FUNCS, UNKNOWN, conjuncts, evaluate
-from .sidetext import PV_PREFIX, prepare_expression
+from .attr_functions import ATTR_FUNCTIONS, AttrFunction
+from .condast import (
+    NO,
+    SCOPE_FUNCS,
+    Call,
+    Compare,
+    Cond,
+    CondSyntaxError,
+    Lit,
+    Var,
+    Visitor,
+    conjuncts,
+    from_python,
+    literal,
+    walk,
+)
+from .condegg import EggFacts, egg_str
+from .condeval import UNKNOWN, evaluate
+from .sidetext import prepare_expression
 from .syntax import Located
-from .tables import ATTR_FUNCTIONS, AttrFunction
 
-__all__ = ["Expression", "UNKNOWN", "parse_expression", "Kinds", "egg_str", "EvalEnv", "evaluate"]
-
-
-_FUNCS = {"rank", "shape", "dtype", "free", "once", "leaf", "len", *ATTR_FUNCTIONS}
+__all__ = ["Expression", "UNKNOWN", "parse_expression", "Kinds", "egg_str", "EvalEnv", "evaluate",
+           "RuleSyntaxError"]
 
 
 @dataclass(frozen=True)
@@ -55,12 +68,7 @@ class EvalEnv:
         self.is_leaf = is_leaf
 
 
-class RuleSyntaxError(Exception):
-    """An error in an expression, at a file offset."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message)
-        self.offset = offset
+RuleSyntaxError = CondSyntaxError  # an error in an expression, at a file offset
 
 
 @dataclass
@@ -68,14 +76,8 @@ class Expression:
     """A parsed condition or computed attribute."""
 
     source: Located
-    tree: ast.expr
-    origin: list[int]  # file offset of each character of ``text``
+    tree: Cond
     kinds: Kinds
-    text: str  # the text parsed (``?x`` spelled as a Python name, in parentheses)
-    _lines: list[int] = field(default_factory=list, repr=False)
-
-    def __post_init__(self) -> None:
-        self._lines = _line_starts(self.text)
 
     # -- evaluation ----------------------------------------------------------------------------
     def evaluate(self, env: EvalEnv):
@@ -88,32 +90,33 @@ class Expression:
 
     def variables(self) -> set[str]:
         """The pattern variables the expression mentions."""
-        return {n.id[len(PV_PREFIX):] for n in ast.walk(self.tree) if isinstance(n, ast.Name)}
+        return {n.name for n in walk(self.tree) if isinstance(n, Var)}
 
     def attr_functions(self) -> list[AttrFunction]:
         """The attribute functions the expression calls (their tables must be declared)."""
-        names = {n.func.id for n in ast.walk(self.tree) if isinstance(n, ast.Call)}
+        names = {n.func for n in walk(self.tree) if isinstance(n, Call)}
         return [f for k, f in ATTR_FUNCTIONS.items() if k in names]
 
     def fixed_ranks(self) -> dict[str, int]:
         """The ranks the condition's conjuncts fix (``rank(?x) == 4``)."""
         out = {}
         for p in conjuncts(self.tree):
-            if isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.Eq):
-                for a, b in ((p.left, p.comparators[0]), (p.comparators[0], p.left)):
-                    if isinstance(a, ast.Call) and a.func.id == "rank" and \
-                            isinstance(b, ast.Constant) and type(b.value) is int:
-                        out[a.args[0].id[len(PV_PREFIX):]] = b.value
+            if isinstance(p, Compare) and p.ops == ("==",):
+                left, right = p.operands
+                for a, b in ((left, right), (right, left)):
+                    if isinstance(a, Call) and a.func == "rank" and \
+                            isinstance(b, Lit) and type(b.value) is int:
+                        out[a.args[0].name] = b.value
         return out
 
     def function_args(self) -> list[tuple[str, AttrFunction]]:
         """(attribute variable, function) for each variable passed to an attribute function."""
         out = []
-        for n in ast.walk(self.tree):
-            if isinstance(n, ast.Call) and n.func.id in ATTR_FUNCTIONS:
+        for n in walk(self.tree):
+            if isinstance(n, Call) and n.func in ATTR_FUNCTIONS:
                 for a in n.args:
-                    if isinstance(a, ast.Name):
-                        out.append((a.id[len(PV_PREFIX):], ATTR_FUNCTIONS[n.func.id]))
+                    if isinstance(a, Var):
+                        out.append((a.name, ATTR_FUNCTIONS[n.func]))
         return out
 
     def egglog_value(self, fresh: Callable[[], str]) -> tuple[list[str], str] | None:
@@ -123,10 +126,10 @@ class Expression:
 
     def uses_scoping(self) -> bool:
         """Whether it reads the let analyses (``free``, ``once``)."""
-        return any(isinstance(n, ast.Call) and n.func.id in SCOPE_FUNCS for n in ast.walk(self.tree))
+        return any(isinstance(n, Call) and n.func in SCOPE_FUNCS for n in walk(self.tree))
 
     # -- compilation ---------------------------------------------------------------------------
-    def split(self) -> tuple[list[ast.expr], list[ast.expr]]:
+    def split(self) -> tuple[list[Cond], list[Cond]]:
         """The conjuncts egglog can test, and the rest."""
         parts = conjuncts(self.tree)
         native, rest = [], []
@@ -134,7 +137,7 @@ class Expression:
             (native if EggFacts(self.kinds).atom(p) is not None else rest).append(p)
         return native, rest
 
-    def egglog_facts(self, parts: list[ast.expr], fresh: Callable[[], str]) -> list[str]:
+    def egglog_facts(self, parts: list[Cond], fresh: Callable[[], str]) -> list[str]:
         """Query facts for conjuncts that ``split`` found native."""
         egg = EggFacts(self.kinds, fresh)
         facts: list[str] = []
@@ -142,34 +145,38 @@ class Expression:
             facts.extend(egg.atom(p))
         return facts
 
-    def offset_of(self, node: ast.AST) -> int:
-        """The file offset of an AST node."""
-        pos = _abs_pos(self._lines, node.lineno, node.col_offset)
-        return self.origin[max(0, min(pos, len(self.origin) - 1))] if self.origin else 0
-
-
 
 def parse_expression(piece: Located, kinds: Kinds, what: str = "condition") -> Expression:
     """Parse and check a condition or computed attribute; RuleSyntaxError on bad input."""
     prepared = prepare_expression(piece)
-    text = prepared.text
+    text = "(" + prepared.text + "\n)"
+    lines = _line_starts(text)
     try:
-        tree = ast.parse("(" + text + "\n)", mode="eval").body
+        tree = ast.parse(text, mode="eval").body
     except SyntaxError as exc:
-        lines = _line_starts("(" + text + "\n)")
         pos = _abs_pos(lines, exc.lineno or 1, (exc.offset or 1) - 1) - 1
         raise RuleSyntaxError(f"syntax error in the {what}: {exc.msg}",
                               prepared.file_offset(pos)) from None
+    except RecursionError:
+        raise RuleSyntaxError(f"the {what} is nested too deeply", piece.offset) from None
     # positions inside the tree count the "(" we added
-    origin = [piece.offset] + prepared.origin + [prepared.file_offset(len(text))] * 2
-    expr = Expression(piece, tree, origin, kinds, "(" + text + "\n)")
-    checker = _Checker(expr, kinds, what)
-    checker.check(tree, top=True)
-    top = {id(p) for p in conjuncts(tree)}
-    for n in ast.walk(tree):  # leaf() is a pattern restriction, not a truth value to combine
-        if isinstance(n, ast.Call) and n.func.id == "leaf" and id(n) not in top:
+    origin = [piece.offset] + prepared.origin + [prepared.file_offset(len(prepared.text))] * 2
+
+    def offset_of(node: ast.AST) -> int:
+        pos = _abs_pos(lines, node.lineno, node.col_offset)
+        return origin[max(0, min(pos, len(origin) - 1))]
+
+    try:
+        cond = from_python(tree, offset_of)
+    except CondSyntaxError as exc:
+        raise RuleSyntaxError(f"{what}: {exc}", exc.offset) from None
+    checker = _Checker(kinds, what)
+    checker.visit(cond)
+    top = {id(p) for p in conjuncts(cond)}
+    for n in walk(cond):  # leaf() is a pattern restriction, not a truth value to combine
+        if isinstance(n, Call) and n.func == "leaf" and id(n) not in top:
             raise checker.fail("leaf(?x) must be one of the conditions joined by `and`", n)
-    return expr
+    return Expression(piece, cond, kinds)
 
 
 def _line_starts(text: str) -> list[int]:
@@ -184,97 +191,88 @@ def _abs_pos(starts: list[int], lineno: int, col: int) -> int:
     return starts[min(max(lineno, 1), len(starts)) - 1] + col
 
 
-class _Checker:
+class _Checker(Visitor):
     """Rejects what the language does not have, naming where."""
 
-    def __init__(self, expr: Expression, kinds: Kinds, what: str) -> None:
-        self.expr, self.kinds, self.what = expr, kinds, what
+    def __init__(self, kinds: Kinds, what: str) -> None:
+        self.kinds, self.what = kinds, what
 
-    def fail(self, message: str, node: ast.AST) -> RuleSyntaxError:
-        return RuleSyntaxError(f"{self.what}: {message}", self.expr.offset_of(node))
+    def fail(self, message: str, node: Cond) -> RuleSyntaxError:
+        return RuleSyntaxError(f"{self.what}: {message}", node.pos)
 
-    def var(self, node: ast.AST) -> str:
-        if not isinstance(node, ast.Name) or not node.id.startswith(PV_PREFIX):
+    def var(self, node: Cond) -> str:
+        if not isinstance(node, Var):
             raise self.fail("expected a pattern variable such as ?x", node)
-        return node.id[len(PV_PREFIX):]
+        return node.name
 
-    def check(self, node: ast.AST, top: bool = False) -> None:
-        k = self.kinds
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in ATTR_FUNCTIONS:
-            f = ATTR_FUNCTIONS[node.func.id]
-            if len(node.args) != f.arity or node.keywords:
+    def visit_all(self, nodes) -> None:
+        for n in nodes:
+            if n is not None:
+                self.visit(n)
+
+    def visit_Lit(self, node: Lit) -> None:
+        pass
+
+    def visit_Var(self, node: Var) -> None:
+        k, name = self.kinds, node.name
+        if name in k.attrs:
+            return
+        if name in k.classes or name in k.binders:
+            raise self.fail(f"?{name} is an expression; use rank(?{name}), shape(?{name}) or "
+                            f"dtype(?{name})", node)
+        raise self.fail(f"?{name} does not appear in the left side", node)
+
+    def visit_Seq(self, node) -> None:
+        self.visit_all(node.items)
+
+    def visit_BoolOp(self, node) -> None:
+        self.visit_all(node.parts)
+
+    def visit_Not(self, node) -> None:
+        self.visit(node.operand)
+
+    visit_Neg = visit_Not
+
+    def visit_BinOp(self, node) -> None:
+        self.visit_all((node.left, node.right))
+
+    def visit_Compare(self, node) -> None:
+        self.visit_all(node.operands)
+
+    def visit_Index(self, node) -> None:
+        self.visit_all((node.value, node.index))
+
+    def visit_Slice(self, node) -> None:
+        self.visit_all((node.value, node.lower, node.upper, node.step))
+
+    def visit_Call(self, node: Call) -> None:
+        k, name = self.kinds, node.func
+        if name in ATTR_FUNCTIONS:
+            f = ATTR_FUNCTIONS[name]
+            if len(node.args) != f.arity:
                 raise self.fail(f"{f.name}() takes {f.arity} argument(s)", node)
             for a in node.args:
-                if not (isinstance(a, ast.Name) or literal(a) is not NO):
+                if not (isinstance(a, Var) or literal(a) is not NO):
                     raise self.fail(f"the arguments of {f.name}() are attribute variables or "
                                     "literals", a)
-                self.check(a)
+                self.visit(a)
             return
-        if isinstance(node, ast.Name):
-            name = node.id[len(PV_PREFIX):] if node.id.startswith(PV_PREFIX) else None
-            if name is None:
-                raise self.fail(f"unknown name `{node.id}` (pattern variables are written ?name)",
-                                node)
-            if name in k.attrs:
-                return
-            if name in k.classes or name in k.binders:
-                raise self.fail(f"?{name} is an expression; use rank(?{name}), shape(?{name}) or "
-                                f"dtype(?{name})", node)
-            raise self.fail(f"?{name} does not appear in the left side", node)
-        if isinstance(node, ast.Constant):
-            return
-        if isinstance(node, (ast.List, ast.Tuple)):
-            for e in node.elts:
-                self.check(e)
-            return
-        if isinstance(node, ast.BoolOp):
-            for v in node.values:
-                self.check(v)
-            return
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
-            return self.check(node.operand)
-        if isinstance(node, ast.BinOp) and type(node.op) in BINOPS:
-            self.check(node.left)
-            return self.check(node.right)
-        if isinstance(node, ast.Compare) and all(type(o) in CMP for o in node.ops):
-            self.check(node.left)
-            for c in node.comparators:
-                self.check(c)
-            return
-        if isinstance(node, ast.Subscript):
-            self.check(node.value)
-            s = node.slice
-            if isinstance(s, ast.Slice):
-                for part in (s.lower, s.upper, s.step):
-                    if part is not None:
-                        self.check(part)
-            else:
-                self.check(s)
-            return
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
-            if node.keywords:
-                raise self.fail(f"{node.func.id}() takes no keyword arguments", node)
-            name = node.func.id
-            if name == "len":
-                if len(node.args) != 1:
-                    raise self.fail("len() takes one argument", node)
-                return self.check(node.args[0])
-            if name in SCOPE_FUNCS:
-                if len(node.args) != 2:
-                    raise self.fail(f"{name}(?binder, ?expr) takes two arguments", node)
-                b, e = self.var(node.args[0]), self.var(node.args[1])
-                if b not in k.binders:
-                    raise self.fail(f"?{b} is not bound by a let on the left side", node.args[0])
-                if e not in k.classes:
-                    raise self.fail(f"?{e} is not an expression variable", node.args[1])
-                return
+        if name == "len":
             if len(node.args) != 1:
-                raise self.fail(f"{name}() takes one pattern variable", node)
-            v = self.var(node.args[0])
-            if v not in k.classes:
-                raise self.fail(f"{name}(?{v}): ?{v} is not an expression variable of the left "
-                                "side", node.args[0])
+                raise self.fail("len() takes one argument", node)
+            return self.visit(node.args[0])
+        if name in SCOPE_FUNCS:
+            if len(node.args) != 2:
+                raise self.fail(f"{name}(?binder, ?expr) takes two arguments", node)
+            b, e = self.var(node.args[0]), self.var(node.args[1])
+            if b not in k.binders:
+                raise self.fail(f"?{b} is not bound by a let on the left side", node.args[0])
+            if e not in k.classes:
+                raise self.fail(f"?{e} is not an expression variable", node.args[1])
             return
-        text = ast.unparse(node).replace(PV_PREFIX, "?")
-        raise self.fail(f"`{text}` is not part of the condition language", node)
+        if len(node.args) != 1:
+            raise self.fail(f"{name}() takes one pattern variable", node)
+        v = self.var(node.args[0])
+        if v not in k.classes:
+            raise self.fail(f"{name}(?{v}): ?{v} is not an expression variable of the left "
+                            "side", node.args[0])

@@ -6,17 +6,15 @@ UNKNOWN; a condition holds only when it is known to be true.
 
 from __future__ import annotations
 
-import ast
 import operator
 
-import sympy
-
 from ..ir.types import Any as AnyDim
-from ..ir.types import TensorType, TupleType, Type
-from .sidetext import PV_PREFIX
-from .tables import ATTR_FUNCTIONS
+from ..ir.types import TensorType, Type
+from ..ty.dims import dims_equal, is_symbolic
+from .attr_functions import ATTR_FUNCTIONS
+from .condast import SCOPE_FUNCS, Cond, Visitor, conjuncts
 
-__all__ = ["UNKNOWN", "evaluate", "conjuncts", "BINOPS", "CMP", "SCOPE_FUNCS"]
+__all__ = ["UNKNOWN", "evaluate", "conjuncts"]
 
 
 class _Unknown:
@@ -25,10 +23,9 @@ class _Unknown:
 
 
 UNKNOWN = _Unknown()
-SCOPE_FUNCS = ("free", "once")
-BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-          ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+          "%": operator.mod}
+
 
 def _dims(t: Type | None):
     if not isinstance(t, TensorType):
@@ -36,89 +33,114 @@ def _dims(t: Type | None):
     return tuple(UNKNOWN if d is AnyDim else d for d in t.shape)
 
 
-def evaluate(node: ast.expr, env):
-    """The value of an expression tree (UNKNOWN, or None for an unknown truth value)."""
-    if isinstance(node, ast.Constant):
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def evaluate(node: Cond, env):
+    """The value of a condition tree (UNKNOWN, or None for an unknown truth value)."""
+    return _Evaluator(env).visit(node)
+
+
+class _Evaluator(Visitor):
+    """The value of each node under ``env`` (see ``cond.EvalEnv``)."""
+
+    def __init__(self, env) -> None:
+        self.env = env
+
+    def visit_Lit(self, node):
         return node.value
-    if isinstance(node, ast.Name):
-        return env.attr(node.id[len(PV_PREFIX):])
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return tuple(evaluate(e, env) for e in node.elts)
-    if isinstance(node, ast.BoolOp):
-        values = [evaluate(v, env) for v in node.values]
-        if isinstance(node.op, ast.And):
+
+    def visit_Var(self, node):
+        return self.env.attr(node.name)
+
+    def visit_Seq(self, node):
+        return tuple(self.visit(e) for e in node.items)
+
+    def visit_BoolOp(self, node):
+        values = [self.visit(v) for v in node.parts]
+        if node.op == "and":
             return False if False in values else (None if any(v is not True for v in values) else True)
         return True if True in values else (None if any(v is not False for v in values) else False)
-    if isinstance(node, ast.UnaryOp):
-        v = evaluate(node.operand, env)
-        if isinstance(node.op, ast.Not):
-            return None if v is None or v is UNKNOWN else not v
-        return -v if isinstance(v, (int, float)) and not isinstance(v, bool) else UNKNOWN
-    if isinstance(node, ast.BinOp):
-        a, b = evaluate(node.left, env), evaluate(node.right, env)
-        if isinstance(a, tuple) and isinstance(b, tuple) and isinstance(node.op, ast.Add):
+
+    def visit_Not(self, node):
+        v = self.visit(node.operand)
+        return None if v is None or v is UNKNOWN else not v
+
+    def visit_Neg(self, node):
+        v = self.visit(node.operand)
+        return -v if _number(v) else UNKNOWN
+
+    def visit_BinOp(self, node):
+        a, b = self.visit(node.left), self.visit(node.right)
+        if isinstance(a, tuple) and isinstance(b, tuple) and node.op == "+":
             return a + b
         if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
             return UNKNOWN
         try:
-            return BINOPS[type(node.op)](a, b)
+            return _ARITH[node.op](a, b)
         except ZeroDivisionError:
             return UNKNOWN
-    if isinstance(node, ast.Compare):
-        left = evaluate(node.left, env)
+
+    def visit_Compare(self, node):
+        left = self.visit(node.operands[0])
         result = True
-        for op, comp in zip(node.ops, node.comparators):
-            right = evaluate(comp, env)
-            r = _compare(CMP[type(op)], left, right)
+        for op, comp in zip(node.ops, node.operands[1:], strict=True):
+            right = self.visit(comp)
+            r = _compare(op, left, right)
             if r is False:
                 return False
             if r is None:
                 result = None
             left = right
         return result
-    if isinstance(node, ast.Subscript):
-        v = evaluate(node.value, env)
+
+    def visit_Index(self, node):
+        v = self.visit(node.value)
         if not isinstance(v, tuple):
             return UNKNOWN
-        s = node.slice
-        if isinstance(s, ast.Slice):
-            parts = [None if p is None else evaluate(p, env) for p in (s.lower, s.upper, s.step)]
-            if any(p is not None and not isinstance(p, int) for p in parts):
-                return UNKNOWN
-            return v[slice(*parts)]
-        i = evaluate(s, env)
+        i = self.visit(node.index)
         if not isinstance(i, int) or not -len(v) <= i < len(v):
             return UNKNOWN
         return v[i]
-    if isinstance(node, ast.Call):
-        name = node.func.id
+
+    def visit_Slice(self, node):
+        v = self.visit(node.value)
+        if not isinstance(v, tuple):
+            return UNKNOWN
+        parts = [None if p is None else self.visit(p) for p in (node.lower, node.upper, node.step)]
+        if any(p is not None and not isinstance(p, int) for p in parts):
+            return UNKNOWN
+        return v[slice(*parts)]
+
+    def visit_Call(self, node):
+        name, env = node.func, self.env
         if name in ATTR_FUNCTIONS:
             f = ATTR_FUNCTIONS[name]
-            args = [evaluate(a, env) for a in node.args]
+            args = [self.visit(a) for a in node.args]
             if any(a is UNKNOWN for a in args):
                 return None if f.condition else UNKNOWN
             value = f.python(*args)
             return value if value is not None or f.condition else UNKNOWN
         if name == "len":
-            v = evaluate(node.args[0], env)
+            v = self.visit(node.args[0])
             return len(v) if isinstance(v, tuple) else UNKNOWN
         if name == "leaf":
-            return None if env.is_leaf is None else env.is_leaf(node.args[0].id[len(PV_PREFIX):])
+            return None if env.is_leaf is None else env.is_leaf(node.args[0].name)
         if name in SCOPE_FUNCS:
             count = None if env.occurrences is None else env.occurrences(
-                node.args[0].id[len(PV_PREFIX):], node.args[1].id[len(PV_PREFIX):])
+                node.args[0].name, node.args[1].name)
             if count is None:
                 return None
             return count > 0 if name == "free" else count == 1
-        t = env.type_of(node.args[0].id[len(PV_PREFIX):])
+        t = env.type_of(node.args[0].name)
         if not isinstance(t, TensorType):
-            return UNKNOWN if not isinstance(t, TupleType) or name != "rank" else UNKNOWN
+            return UNKNOWN
         if name == "rank":
             return len(t.shape)
         if name == "dtype":
             return t.dtype
         return _dims(t)
-    return UNKNOWN
 
 
 def _compare(op: str, a, b):
@@ -129,15 +151,13 @@ def _compare(op: str, a, b):
             return None if op not in ("==", "!=") else (op == "!=")
         if len(a) != len(b):
             return op == "!="
-        parts = [_compare("==", x, y) for x, y in zip(a, b)]
+        parts = [_compare("==", x, y) for x, y in zip(a, b, strict=True)]
         eq = False if False in parts else (None if None in parts else True)
         return eq if op == "==" or eq is None else not eq
-    symbolic = isinstance(a, sympy.Basic) or isinstance(b, sympy.Basic)
-    if symbolic:
-        if op == "==" and sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0:
-            return True
-        if op == "!=" and sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0:
-            return False
+    if is_symbolic(a) or is_symbolic(b):
+        # only a proof of equality decides: symbolic sizes may still meet at run time
+        if op in ("==", "!=") and dims_equal(a, b) is True:
+            return op == "=="
         return None
     if op == "==":
         return a == b
@@ -146,14 +166,3 @@ def _compare(op: str, a, b):
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
         return None
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
-
-
-def conjuncts(node: ast.expr) -> list[ast.expr]:
-    """The parts of a conjunction (the expression itself when it is not one)."""
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-        out = []
-        for v in node.values:
-            out.extend(conjuncts(v))
-        return out
-    return [node]
-

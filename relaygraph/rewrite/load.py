@@ -24,7 +24,7 @@ from .pattern import (
     walk,
 )
 from .rule import AnalysisRule, Rule, root_names
-from .sidetext import ANON, SideText, _Anon, prepare_side
+from .sidetext import ANON, AnonNames, SideText, prepare_side
 from .syntax import RuleText, SourceFile, parse_statement, read_statements
 
 __all__ = ["load_rules", "parse_rules", "program", "rule_files"]
@@ -108,7 +108,7 @@ _LET_BINDER = re.compile(r"\blet\s+\?([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _make_rules(src: SourceFile, rt: RuleText) -> list[Rule]:
-    anon = _Anon()
+    anon = AnonNames()
     binders = frozenset(_LET_BINDER.findall(rt.lhs.text) + _LET_BINDER.findall(rt.rhs.text))
     sides = []
     for piece in (rt.lhs, rt.rhs):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .syntax import Located
 
-__all__ = ["SideText", "prepare_side", "prepare_expression", "PV_PREFIX", "ANON"]
+__all__ = ["SideText", "prepare_side", "prepare_expression", "PV_PREFIX", "ANON", "AnonNames"]
 
 PV_PREFIX = "__pv_"
 ANON = "_"
@@ -59,7 +59,9 @@ class SideText:
         return self.origin[max(0, min(pos, len(self.origin) - 1))]
 
 
-class _Anon:
+class AnonNames:
+    """Fresh names for the anonymous pattern variables ``?_`` of one rule."""
+
     def __init__(self) -> None:
         self.count = 0
 
@@ -68,9 +70,9 @@ class _Anon:
         return f"{ANON}{self.count}"
 
 
-def prepare_side(side: Located, anon: _Anon | None = None) -> SideText:
+def prepare_side(side: Located, anon: AnonNames | None = None) -> SideText:
     """The Relay text of a rule side, with ``free_var`` declarations for its variables."""
-    anon = anon or _Anon()
+    anon = anon or AnonNames()
     body = SideText()
     _rewrite(side, body, anon)
     out = SideText(variables=body.variables, computed=body.computed, errors=body.errors)
@@ -97,7 +99,7 @@ def prepare_expression(piece: Located) -> SideText:
     return out
 
 
-def _rewrite(side: Located, out: SideText, anon: _Anon) -> None:
+def _rewrite(side: Located, out: SideText, anon: AnonNames) -> None:
     text = side.text
     tokens = [(m.lastgroup, m.group(), m.start()) for m in _TOKEN.finditer(text)]
     stack: list[bool] = []  # for each open bracket: is it a call's argument list?
@@ -159,7 +161,7 @@ def _next_is(tokens, i: int, what: str) -> bool:
     return False
 
 
-def _attr_item(tokens, i: int, side: Located, out: SideText, anon: _Anon) -> int | None:
+def _attr_item(tokens, i: int, side: Located, out: SideText, anon: AnonNames) -> int | None:
     """Handle a ``name=value`` or ``**?a`` call argument; the index after it, or None."""
     kind, tok, start = tokens[i]
     at = side.offset + start

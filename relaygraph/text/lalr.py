@@ -11,9 +11,7 @@ recursion.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import itertools
 import re
 from collections.abc import Callable
@@ -22,7 +20,7 @@ from pathlib import Path
 from ..errors import ParseError
 from .source import Source
 
-__all__ = ["Grammar", "grammar", "run", "no_gc"]
+__all__ = ["Grammar", "grammar", "run"]
 
 _GRAMMAR_FILE = Path(__file__).with_name("relay.lark")
 
@@ -97,20 +95,6 @@ class Grammar:
         if token_type in self.literals:
             return f"`{self.literals[token_type]}`"
         return _DESCRIBE.get(token_type, token_type)
-
-
-@contextlib.contextmanager
-def no_gc():
-    """Pause the cyclic garbage collector: parsing and printing build many objects and no
-    cycles, and the collector's repeated scans of the growing heap would cost more than the
-    work itself."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @functools.cache

@@ -26,7 +26,7 @@ from ..ir.adt import (
 from ..ir.attrs import Attrs, canonical_attr
 from ..ir.expr import Constant, Expr, Function, GlobalVar, Let, Var
 from ..ir.module import IRModule
-from ..ir.node import NodeError
+from ..ir.node import NodeError, paused_gc
 from ..ir.types import (
     DTYPES,
     FuncType,
@@ -55,7 +55,7 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
                            'a Relay module', start)
     if source.code[:source.version_pos].strip():
         raise source.error("the version header must come first", source.version_pos)
-    with lalr.no_gc():
+    with paused_gc():
         return lalr.run(source, "module", _Parser(source).handlers())
 
 
@@ -70,7 +70,7 @@ def parse_expr(text: str, source_name: str = "<string>", mod: IRModule | None = 
     source = Source(source_name, text)
     parser = _Parser(source, mod)
     parser.raw_attrs = raw_attrs
-    with lalr.no_gc():
+    with paused_gc():
         return lalr.run(source, "expression", parser.handlers())
 
 

@@ -36,9 +36,9 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.module import IRModule
+from ..ir.node import paused_gc
 from ..ir.types import Type, format_type
 from .attrtext import format_attrs
-from .lalr import no_gc
 from .layout import SCOPED, Layout, Scope, is_atom, operands, walk_dag
 from .literals import scalar_literal
 from .metadata import write_metadata
@@ -58,7 +58,7 @@ def astext(node, show_types: bool = False) -> str:
     if isinstance(node, Type) and not isinstance(node, TypeData):
         return format_type(node)
     printer = _Printer(show_types)
-    with no_gc():
+    with paused_gc():
         if isinstance(node, IRModule):
             body = printer.module(node)
         elif isinstance(node, Expr):

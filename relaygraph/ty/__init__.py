@@ -2,6 +2,9 @@
 
 ``infer_type(mod_or_expr)`` type-checks a program; ``type_of(expr)`` / ``known_type(expr)`` read
 the checked types it records (see ``checked.py`` for how they are stored).
+
+The type core (types, dims, solver) sits below the op table, which imports it; InferType sits
+above the op table, so this package loads it (``infer.py``) on first use, not on import.
 """
 
 from ..ir.types import (
@@ -23,7 +26,6 @@ from ..ir.types import (
 )
 from .checked import known_type, type_of
 from .dims import is_symbolic, parse_dim, simplify_dim, sym
-from .infer import infer_type, infer_type_expr
 
 __all__ = [
     "Any", "AnyDim", "FuncType", "GlobalTypeVar", "IncompleteType", "Kind", "RefType", "TensorType",
@@ -31,3 +33,11 @@ __all__ = [
     "infer_type_expr", "is_symbolic", "known_type", "parse_dim", "scalar_type", "simplify_dim",
     "sym", "type_of",
 ]
+
+
+def __getattr__(name: str):
+    if name in ("infer_type", "infer_type_expr"):
+        from . import infer
+
+        return getattr(infer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,9 +13,6 @@ functions without a return type are rebuilt with them.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-
 from ..errors import RelayError, RelayTypeError
 from ..ir.adt import Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard
 from ..ir.expr import (
@@ -35,9 +32,10 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.module import IRModule
-from ..ir.node import Node
+from ..ir.node import Node, paused_gc
 from ..ir.traversal import ExprMutator, free_vars
 from ..ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, format_type
+from ..ops import registry
 from .checked import record_types
 from .exhaustive import missing_case
 from .solver import Mismatch, Solver, has_holes, subst_type
@@ -364,8 +362,6 @@ class _Checker:
     def _opdef(self, node: Call, name: str):
         opdef = self._opdefs.get(name)
         if opdef is None:
-            from ..ops import registry
-
             try:
                 opdef = self._opdefs[name] = registry.get(name)
             except KeyError as exc:
@@ -549,26 +545,13 @@ def _finish_exprs(ck: _Checker, final: dict, roots: list) -> list:
     return new_roots
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    # Inference allocates many small, acyclic objects; Python's cyclic collector would rescan
-    # the whole (large) program graph again and again, so it waits until inference is done.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def infer_type_expr(expr: Expr, mod: IRModule | None = None) -> Expr:
     """Type-check an expression (globals and ADTs from ``mod``); returns it with annotations
     filled in, every node's type recorded (``type_of``)."""
     if not isinstance(expr, Expr):
         raise RelayError(f"infer_type_expr: expected an Expr, got {type(expr).__name__}")
     mod = mod if mod is not None else IRModule()
-    with _gc_paused():
+    with paused_gc():
         return _infer_expr(expr, mod)
 
 
@@ -597,7 +580,7 @@ def infer_type(mod_or_expr):
     if not isinstance(mod_or_expr, IRModule):
         raise RelayError(f"infer_type: expected an IRModule or an Expr, got "
                          f"{type(mod_or_expr).__name__}")
-    with _gc_paused():
+    with paused_gc():
         return _infer_module(mod_or_expr)
 
 

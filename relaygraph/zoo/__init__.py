@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import OptionError, UnknownNameError
 from ..ir.module import IRModule
 from ..ir.types import TensorType
 from . import examples
@@ -48,12 +49,12 @@ def get(name: str, **options) -> tuple[IRModule, dict]:
     try:
         builder = _BUILDERS[name]
     except KeyError:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(names())}") from None
+        raise UnknownNameError(f"unknown model {name!r}; known: {', '.join(names())}") from None
     try:
         return builder(**options)
     except TypeError as exc:
         if "unexpected keyword argument" in str(exc):
-            raise TypeError(f"model {name!r}: {exc}") from None
+            raise OptionError(f"model {name!r}: {exc}") from None
         raise
 
 
@@ -82,7 +83,7 @@ def _variant(builder: Callable, model: str, **fixed) -> Callable:
         clash = sorted(set(options) & set(fixed))
         if clash:
             given = ", ".join(f"{k}={fixed[k]!r}" for k in clash)
-            raise TypeError(f"model {model!r} fixes {given}; choose another model name instead")
+            raise OptionError(f"model {model!r} fixes {given}; choose another model name instead")
         return builder(**fixed, **options)
 
     return build

@@ -12,8 +12,8 @@ from .. import cost
 from ..cost import apply_cost
 from .check import ExtractionResult, InvalidChoice, check, dag_cost, find_cycle, tree_cost
 from .egglog_extract import egglog_extract
-from .graph import ExtractionError, ExtractionGraph, from_egglog, from_json, load_gym
 from .greedy import greedy_dag
+from .gym import ExtractionError, ExtractionGraph, from_egglog, from_json, load_gym
 from .ilp import ilp
 from .tree import tree
 

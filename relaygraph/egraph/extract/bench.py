@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from .check import ExtractionResult, check
 from .egglog_extract import egglog_extract
-from .graph import ExtractionError, load_gym
 from .greedy import greedy_dag
+from .gym import ExtractionError, load_gym
 from .ilp import ilp
 from .tree import tree
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .graph import ExtractionError, ExtractionGraph
+from .gym import ExtractionError, ExtractionGraph
 
 __all__ = ["InvalidChoice", "ExtractionResult", "check", "dag_cost", "tree_cost", "needed_classes",
            "find_cycle", "make_result"]

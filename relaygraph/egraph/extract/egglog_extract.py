@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .check import ExtractionResult, make_result
-from .graph import ExtractionError, ExtractionGraph, from_json
+from .gym import ExtractionError, ExtractionGraph, from_json
 
 __all__ = ["egglog_extract", "serialize_egglog", "gym_program"]
 

@@ -16,15 +16,15 @@ cheapest of its nodes whose children are settled.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import itertools
 import math
 import time
 
+from ...ir.node import paused_gc
 from . import pset
 from .check import ExtractionResult, find_cycle, make_result, needed_classes
-from .graph import ExtractionGraph
+from .gym import ExtractionGraph
 from .tree import require_roots
 
 __all__ = ["greedy_dag", "greedy_choice", "realize_acyclic"]
@@ -132,13 +132,8 @@ def realize_acyclic(graph: ExtractionGraph, preferred: dict[int, int],
 def greedy_dag(graph: ExtractionGraph) -> ExtractionResult:
     """Extract with the greedy DAG heuristic; the answer is always acyclic and complete."""
     start = time.perf_counter()
-    collecting = gc.isenabled()
-    gc.disable()  # the tries are acyclic tuples: cycle collection over them is pure overhead
-    try:
+    with paused_gc():  # the tries are acyclic tuples: cycle collection over them is pure overhead
         choice, estimate = greedy_choice(graph)
-    finally:
-        if collecting:
-            gc.enable()
     require_roots(graph, choice)
     repaired = False
     needed = {k: choice[k] for k in needed_classes(graph, choice)}

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .check import ExtractionResult, check, make_result, needed_classes
-from .graph import ExtractionError, ExtractionGraph
 from .greedy import greedy_dag, realize_acyclic
-from .prune import Pruned, _components, path_bounds, prune
+from .gym import ExtractionError, ExtractionGraph
+from .prune import Pruned, components, path_bounds, prune
 from .reduce import Reduction, reduce_graph
 
 __all__ = ["ilp", "highs_available"]
@@ -360,7 +360,7 @@ def _choice_from_point(graph: ExtractionGraph, p: Pruned, model: _Model,
 def _cycles(graph: ExtractionGraph, choice: dict[int, int]) -> list[list[int]]:
     """Some cycles of a choice: one walk per start class inside each cyclic component."""
     kids = {k: set(graph.child_classes[n]) for k, n in choice.items()}
-    comp = _components(list(choice), kids)
+    comp = components(list(choice), kids)
     members: dict[int, list[int]] = {}
     for k, c in comp.items():
         members.setdefault(c, []).append(k)

@@ -17,9 +17,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from .graph import ExtractionGraph
+from .gym import ExtractionGraph
 
-__all__ = ["Pruned", "prune", "path_bounds"]
+__all__ = ["Pruned", "prune", "path_bounds", "components"]
 
 _DOMINANCE_PAIRS = 4_000_000  # above this many comparisons in a class, skip its dominance check
 
@@ -92,7 +92,7 @@ def _dominated(graph: ExtractionGraph, nodes: list[int]) -> dict[int, int]:
     return out
 
 
-def _components(classes: list[int], kids_of_class: dict[int, set[int]]) -> dict[int, int]:
+def components(classes: list[int], kids_of_class: dict[int, set[int]]) -> dict[int, int]:
     """Tarjan's strongly connected components, iteratively; returns class -> component id."""
     index: dict[int, int] = {}
     low: dict[int, int] = {}
@@ -166,7 +166,7 @@ def prune(graph: ExtractionGraph) -> Pruned:
                 seen.add(c)
                 required.append(c)
     kids_of_class = {k: {c for n in class_nodes[k] for c in kids[n]} for k in classes}
-    comp = _components(classes, kids_of_class)
+    comp = components(classes, kids_of_class)
     sizes: dict[int, int] = {}
     for c in comp.values():
         sizes[c] = sizes.get(c, 0) + 1

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .graph import ExtractionError, ExtractionGraph
-from .prune import _components
+from .gym import ExtractionError, ExtractionGraph
+from .prune import components
 
 __all__ = ["Reduction", "reduce_graph"]
 
@@ -183,7 +183,7 @@ class _Reducer:
 
     def _drop_by_requirements(self) -> bool:
         kids_of_class = {k: {c for o in opts for c in o.kids} for k, opts in self.options.items()}
-        comp = _components(sorted(self.options), kids_of_class)
+        comp = components(sorted(self.options), kids_of_class)
         members: dict[int, list[int]] = {}
         for k, c in comp.items():
             members.setdefault(c, []).append(k)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from .graph import ExtractionGraph
+from .gym import ExtractionGraph
 
 __all__ = ["random_egraph"]
 

@@ -14,7 +14,7 @@ import math
 import time
 
 from .check import ExtractionResult, make_result
-from .graph import ExtractionError, ExtractionGraph
+from .gym import ExtractionError, ExtractionGraph
 
 __all__ = ["tree", "tree_choice", "require_roots"]
 

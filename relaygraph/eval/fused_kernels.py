@@ -64,11 +64,11 @@ class FusedKernel:
     """The instruction body for calls of one Primitive function: ``kernel(args, extra)``."""
 
     def __init__(self, func: Function, mode: str = "numexpr") -> None:
-        from .executor import _Compiler
+        from .executor import PlanCompiler
 
         ops = [n.op.name for n in iter_post_order(func.body) if isinstance(n, Call) and isinstance(n.op, Op)]
         self.label = "fused(" + ", ".join(dict.fromkeys(ops)) + ")"
-        self.plan = _Compiler("sequence").compile(func)
+        self.plan = PlanCompiler("sequence").compile(func)
         self.expression = None
         # numexpr inputs: leaves (a parameter, or a projection path out of a tuple parameter),
         # then constants of the group, then attribute constants.

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from ..ir.types import TupleType
 from ..ops.registry import all_ops
 from .backend import Backend, constructor_fields
+from .batches import LEAF_CTORS, BatchBuilder
 from .encoding import BUILTIN_CONSTRUCTORS, EXPR, LIST, op_constructor
-from .tables import LEAF_CTORS, BatchBuilder
 from .typer import NodeTypeError
 
 __all__ = ["Snapshot", "resolve_signatures", "HandleMaker", "TypingProblem", "expr_constructors"]

@@ -144,7 +144,7 @@ class BatchBuilder:
 
     def _note_signature(self, ctor: str, args: tuple, text: str) -> None:
         """Tell egglog's typing rules the type of this node's signature, if it is new (so the
-        typer never recomputes what is known; see relaygraph.egraph.scan)."""
+        typer never recomputes what is known; see relaygraph.egraph.signatures)."""
         sig = []
         handle_type, list_type, text_of = self.state.handle_type, self._list_type, self._text
         for sort, arg in zip(constructor_fields(ctor), args):
