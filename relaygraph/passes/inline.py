@@ -18,7 +18,7 @@ def called_globals(expr: Expr) -> set[str]:
 
 
 def _beta(func: Function, args: tuple) -> Expr:
-    return substitute(func.body, dict(zip(func.params, args)))
+    return substitute(func.body, dict(zip(func.params, args, strict=True)))
 
 
 class _InlineCalls(ExprMutator):

@@ -59,7 +59,7 @@ class EggFacts:
         if not isinstance(node, ast.Compare):
             return None
         left = node.left
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             if self.compare(CMP[type(op)], left, right) is None:
                 return None
             left = right

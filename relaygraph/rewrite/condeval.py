@@ -67,7 +67,7 @@ def evaluate(node: ast.expr, env):
     if isinstance(node, ast.Compare):
         left = evaluate(node.left, env)
         result = True
-        for op, comp in zip(node.ops, node.comparators):
+        for op, comp in zip(node.ops, node.comparators, strict=True):
             right = evaluate(comp, env)
             r = _compare(CMP[type(op)], left, right)
             if r is False:
@@ -129,7 +129,7 @@ def _compare(op: str, a, b):
             return None if op not in ("==", "!=") else (op == "!=")
         if len(a) != len(b):
             return op == "!="
-        parts = [_compare("==", x, y) for x, y in zip(a, b)]
+        parts = [_compare("==", x, y) for x, y in zip(a, b, strict=True)]
         eq = False if False in parts else (None if None in parts else True)
         return eq if op == "==" or eq is None else not eq
     symbolic = isinstance(a, sympy.Basic) or isinstance(b, sympy.Basic)
