@@ -409,7 +409,8 @@ class _Checker:
         holes = [h for t in args for h in solver.holes(t)]
         if holes and c.op.infer_inputs is not None:
             guesses = c.op.infer_inputs(args, c.attrs) or []
-            for i, (arg, guess) in enumerate(zip(args, guesses, strict=True)):
+            # a call of the wrong arity has its error from the op's relation below: guess what fits
+            for i, (arg, guess) in enumerate(zip(args, guesses, strict=False)):
                 if guess is not None and solver.holes(arg):
                     self.unify(c.node, arg, guess, f"input {i} of {c.op.name}")
             args = [solver.resolve(t) for t in c.args]
