@@ -178,7 +178,8 @@ def typing_program(signatures: dict, types, ctors) -> list[str]:
             out.append(f"(rule ((= e {node})) ((union ({ty} e) {signature})) :ruleset typing)")
     for (ctor, sig), t in signatures.items():
         fields = constructor_fields(ctor)
-        parts = [f"(T {_q(v)})" if f in ("RExpr", "RList") else _q(v) for f, v in zip(fields, sig)]
+        parts = [f"(T {_q(v)})" if f in ("RExpr", "RList") else _q(v)
+                 for f, v in zip(fields, sig, strict=True)]
         out.append(f"(union (Sig:{ctor} {' '.join(parts)}) (T {_q(t)}))")
         texts.add(t)
     for text in texts:

@@ -118,12 +118,10 @@ def peak_traced(fn) -> int:
 
 
 def fused_module(mod):
-    """The module after InferType and FuseOps, or None while either is missing."""
-    try:
-        from relaygraph.passes import FuseOps
-        from relaygraph.ty import infer_type
-    except ImportError:
-        return None
+    """The module after InferType and FuseOps."""
+    from relaygraph.passes import FuseOps
+    from relaygraph.ty import infer_type
+
     return FuseOps()(infer_type(mod))
 
 
@@ -157,9 +155,6 @@ def bench(name: str, options: dict, repeat: int) -> None:
     print(f"          plain loop peak {peak_base / 2**20:8.1f} MiB (keeps every result)")
 
     fused = fused_module(mod)
-    if fused is None:
-        print("fused     skipped: InferType is not available")
-        return
     fused_plan = compile_function(fused["main"])
     groups = sum(1 for n in iter_post_order(fused["main"])
                  if isinstance(n, rg.Function) and n.attrs.get("Primitive", 0))

@@ -1,7 +1,7 @@
 """Extraction speed: greedy DAG and tree on the largest e-graphs at hand, scaling, and ILP proofs.
 
-1. greedy_dag and tree on the largest extraction-gym files (TENSAT ResNet-50 and VGG) and, when
-   the Relay bridge is importable, on BERT-base saturated with rules/algebraic.rules and
+1. greedy_dag and tree on the largest extraction-gym files (TENSAT ResNet-50 and VGG) and on
+   BERT-base saturated with rules/algebraic.rules and
    rules/fusion.rules (latency costs); baseline: tree extraction on the same e-graph in this
    process (greedy/tree ratio).
 2. Scaling: time per node of greedy_dag and tree on seeded synthetic e-graphs of 10,000 and
@@ -45,25 +45,17 @@ def heuristics(graph, label: str) -> None:
 
 
 def bert_egraph():
-    """BERT-base saturated with the algebraic and fusion rules, costed by the latency model;
-    None (and a note) when the Relay bridge is not available."""
-    try:
-        from relaygraph import zoo
-        from relaygraph.egraph import saturate
-        from relaygraph.rewrite import load_rules
-    except (ImportError, AttributeError) as exc:
-        print(f"  saturated BERT: unavailable (the Relay bridge cannot be imported: {exc})")
-        return None
+    """BERT-base saturated with the algebraic and fusion rules, costed by the latency model."""
+    from relaygraph import zoo
+    from relaygraph.egraph import saturate
+    from relaygraph.rewrite import load_rules
+
     root = os.path.join(os.path.dirname(__file__), "..", "rules")
     rules = load_rules([os.path.join(root, "algebraic.rules"), os.path.join(root, "fusion.rules")])
     mod, _ = zoo.get("bert")
     start = time.perf_counter()
-    try:
-        report = saturate(mod, rules, node_limit=100_000, iter_limit=20, time_limit=300, progress=False)
-        graph = report.egraph.extraction_graph("latency")
-    except Exception as exc:  # the bridge is another layer: report its failure, measure the rest
-        print(f"  saturated BERT: unavailable (saturation failed: {str(exc).splitlines()[0]})")
-        return None
+    report = saturate(mod, rules, node_limit=100_000, iter_limit=20, time_limit=300, progress=False)
+    graph = report.egraph.extraction_graph("latency")
     print(f"  BERT-base {str(report).splitlines()[0]} (in {time.perf_counter() - start:.0f} s)")
     return graph
 
@@ -106,9 +98,7 @@ def main() -> None:
     print("1. largest e-graphs at hand (best of 3; baseline: tree on the same e-graph)")
     for name in ("resnet50", "vgg"):
         heuristics(ex.load_gym(os.path.join(TENSAT, f"{name}.json")), f"tensat {name}")
-    bert = bert_egraph()
-    if bert is not None:
-        heuristics(bert, "saturated BERT")
+    heuristics(bert_egraph(), "saturated BERT")
     print("2. scaling on seeded synthetic e-graphs")
     scaling()
     print("3. ILP to a proven optimum (limit 60 s each; baseline: greedy_dag on the same file)")

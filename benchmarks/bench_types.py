@@ -78,7 +78,7 @@ def main() -> None:
     rg.infer_type(resnet_like(200)[0])  # warm-up: first use imports the op table and fills caches
     mods = [resnet_like(target)[0] for target in (1_000, 10_000)]
     calls = [count_calls(m) for m in mods]
-    for n, seconds in zip(calls, interleaved_best(mods)):
+    for n, seconds in zip(calls, interleaved_best(mods), strict=True):
         print(f"InferType, {n:>6} calls: {seconds * 1e3:8.1f} ms  "
               f"{n / seconds:>10,.0f} calls/s  {seconds / n * 1e6:6.1f} us/call")
         if n == calls[0]:

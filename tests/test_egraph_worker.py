@@ -76,7 +76,7 @@ def _check_zoo_model(name: str, isolate: bool) -> None:
     inputs = rg.zoo.example_inputs(mod, params)
     args = [params.get(p.name_hint, inputs.get(p.name_hint)) for p in mod["main"].params]
     want, got = rg.evaluate(mod, *args), rg.evaluate(rg.IRModule.from_expr(out), *args)
-    for w, g in zip(*(v if isinstance(v, tuple) else (v,) for v in (want, got))):
+    for w, g in zip(*(v if isinstance(v, tuple) else (v,) for v in (want, got)), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 

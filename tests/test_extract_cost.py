@@ -142,3 +142,14 @@ def test_costs_apply_to_an_egraph_in_relaygraphs_egglog_encoding():
     assert by_op["r:nn.relu"] == pytest.approx(cost.latency(*RELU))
     assert by_op["RVar"] == by_op["Ty"] == by_op["T"] == 0.0
     assert rg.extract.greedy_dag(costed).dag_cost == pytest.approx(cost.latency(*DENSE) + cost.latency(*RELU))
+
+
+def test_an_encoded_operator_node_must_give_every_attribute():
+    # nn.dense has two attributes (units, out_dtype); a node giving one is refused, not half-read
+    g = from_json({"nodes": {"x": {"op": "RVar", "eclass": "x", "children": ["k"]},
+                             "k": {"op": '"x#1"', "eclass": "k"}, "u": {"op": '"None"', "eclass": "u"},
+                             "d": {"op": "r:nn.dense", "eclass": "d", "children": ["x", "x", "u"]}},
+                   "root_eclasses": ["d"]}, name="hand.json")
+    with pytest.raises(cost.CostModelError, match="hand.json: node 'd': nn.dense has 2 attribute.s., "
+                                                  "the node gives 1"):
+        cost.describe_from_encoding(g, g.node_ids.index("d"))

@@ -86,7 +86,8 @@ def test_resnet18_groups_exactly():
 
 def test_fuse_opt_level_0_makes_singleton_groups():
     fused = fuse(parse_file(DATA / "vgg11.relay"), opt_level=0)
-    assert all(len(group_ops(f)) == 1 for f in primitive_functions(fused))
+    groups = primitive_functions(fused)
+    assert len(groups) > 30 and all(len(group_ops(f)) == 1 for f in groups)
 
 
 def test_max_depth_bounds_group_size():

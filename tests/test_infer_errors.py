@@ -72,6 +72,15 @@ def @main(%x: Tensor[(3), float32]) {
     assert "the arguments have types (Tensor[(3), float32])" in msg
 
 
+@pytest.mark.parametrize("call", ["nn.layer_norm(%x, %g)",
+                                  "nn.conv2d(%x, %g, %g, channels=4, kernel_size=[3, 3])"])
+def test_wrong_number_of_op_arguments_with_an_untyped_input(call):
+    # the op guesses its untyped inputs' types first; a wrong count must still be a type error
+    msg = fails(f"def @main(%x: Tensor[(1, 2, 3, 3), float32], %g) {{\n  {call}\n}}\n")
+    op, want, given = ("nn.layer_norm", 3, 2) if "layer_norm" in call else ("nn.conv2d", 2, 3)
+    assert msg.startswith(f"bad.relay:3:3: error: {op} takes {want} argument(s), got {given}")
+
+
 def test_argument_type_mismatch_names_the_dimension():
     msg = fails("""def @f(%a: Tensor[(3), float32]) {
   %a

@@ -52,7 +52,7 @@ def test_symbolic_model_matches_concrete_inference():
                      if isinstance(e, Expr) and not isinstance(e, Op)]
         assert len(con_nodes) == len(sym_nodes)
         checked = 0
-        for s, c in zip(sym_nodes, con_nodes):
+        for s, c in zip(sym_nodes, con_nodes, strict=True):
             st, ct = type_of(s), type_of(c)
             if isinstance(st, TensorType):
                 assert tuple(substitute_dim(d, values) for d in st.shape) == ct.shape, (st, ct)

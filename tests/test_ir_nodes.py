@@ -66,6 +66,20 @@ def test_nodes_are_immutable_and_replace_is_cheap():
     assert call.replace(args=(y, y)) is y + y
 
 
+def test_with_children_of_another_arity_builds_a_new_node():
+    # children that extend (or cut) the old ones are a new node, never the old one
+    x, y, z, f = rg.var("x"), rg.var("y"), rg.var("z"), rg.var("f")
+    call = rg.Call(f, (x, y))
+    assert call.with_children((f, x, y)) is call
+    assert call.with_children((f, x, y, z)).args == (x, y, z)
+    assert call.with_children((f, x)).args == (x,)
+    fn = rg.Function([x], x)
+    assert fn.with_children((x, y, x)).params == (x, y)
+    match = rg.ir.Match(x, [rg.ir.Clause(rg.ir.PatternWildcard(), y)])
+    extra = rg.ir.Clause(rg.ir.PatternVar(z), z)
+    assert match.with_children((x, *match.clauses, extra)).clauses == (*match.clauses, extra)
+
+
 def test_unused_nodes_are_collected():
     x = rg.var("x")
     before = live_interned_count()

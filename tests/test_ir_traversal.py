@@ -197,8 +197,7 @@ def test_lint_clean():
     from pathlib import Path
 
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    if ruff is None:
-        pytest.skip("ruff is not installed")
+    assert ruff is not None, "ruff (a test dependency in pyproject.toml) is not installed"
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run([ruff, "check", "relaygraph", "tests", "benchmarks"], cwd=root,
                           capture_output=True, text=True)

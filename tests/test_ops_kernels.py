@@ -23,8 +23,11 @@ def run(name, args, **attrs):
     canonical = op.builder_attrs(attrs)
     out = op.kernel(args, canonical)
     want = op.type_relation([TensorType(a.shape, str(a.dtype)) for a in args], canonical)
-    if isinstance(out, np.ndarray):
-        assert out.shape == tuple(want.shape)
+    # a tuple-valued op (split, batch_norm) checks each field against its type too
+    outs, wants = (out, want.fields) if isinstance(out, tuple) else ((out,), (want,))
+    assert len(outs) == len(wants)
+    for o, w in zip(outs, wants, strict=True):
+        assert isinstance(o, np.ndarray) and o.shape == tuple(w.shape) and str(o.dtype) == w.dtype
     return out
 
 

@@ -31,7 +31,7 @@ def test_kernel_matches_inferred_type(name, index):
         results = list(result) if isinstance(result, tuple) else [result]
         expected = _outputs(out_type)
         assert len(results) == len(expected)
-        for got, want in zip(results, expected):
+        for got, want in zip(results, expected, strict=True):
             assert isinstance(got, np.ndarray)
             assert got.shape == tuple(want.shape), f"{name}: kernel shape {got.shape} vs {want}"
             assert str(got.dtype) == want.dtype, f"{name}: kernel dtype {got.dtype} vs {want}"
@@ -62,16 +62,6 @@ def test_canonical_attrs_round_trip(op):
         assert all(k in attrs for k, v in op.attrs.items() if v is REQUIRED)
 
 
-def _text_available() -> bool:
-    try:
-        rg.astext  # noqa: B018 - the lazy import is the check
-        rg.parse  # noqa: B018
-    except (ImportError, AttributeError):
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _text_available(), reason="the text format is not available yet")
 @pytest.mark.parametrize("name,index", CASES, ids=[f"{n}-{i}" for n, i in CASES])
 def test_attrs_round_trip_through_text(name, index):
     op = get(name)

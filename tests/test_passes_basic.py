@@ -160,6 +160,10 @@ def test_defuse_ops():
     prim = rg.Function([p, q], op("exp", p) * q, attrs={"Primitive": 1})
     e = rg.Call(prim, (op("log", x), x))
     assert defuse_ops(e) is op("exp", op("log", x)) * x
+    # a call of the wrong arity is refused, not defused into a program with a free parameter
+    with pytest.raises(rg.RelayError, match=r"DefuseOps: the fused function fn\(%p, %q\) takes 2 "
+                                            r"argument\(s\) but is called with 1"):
+        defuse_ops(rg.Call(prim, (x,)))
 
 
 def test_lambda_lift_closures_and_recursion():

@@ -78,7 +78,8 @@ PIPELINES = {
 
 def _same(a, b):
     if isinstance(a, tuple):
-        return isinstance(b, tuple) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return isinstance(b, tuple) and len(a) == len(b) and all(
+            _same(x, y) for x, y in zip(a, b, strict=True))
     return np.allclose(a, b, rtol=1e-5, atol=1e-5)
 
 

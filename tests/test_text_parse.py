@@ -223,9 +223,12 @@ def test_tuples_and_projection():
 
 def test_if_and_refs():
     e = expr("free_var %c: bool; if (%c) { ref(1) } else { ref(2) }")
-    assert isinstance(e, If) and isinstance(e.true_branch, RefCreate)
+    assert isinstance(e, If) and isinstance(e.cond, Var) and e.cond.name_hint == "c"
+    assert isinstance(e.true_branch, RefCreate) and e.true_branch.value is rg.const(1)
+    assert isinstance(e.false_branch, RefCreate) and e.false_branch.value is rg.const(2)
     w = expr("free_var %r: ref(int32); ref_write(%r, ref_read(%r))")
     assert isinstance(w, RefWrite) and isinstance(w.value, RefRead)
+    assert w.ref is w.value.ref and w.ref.name_hint == "r" and str(w.ref.type_annotation) == "ref(int32)"
 
 
 # -- ADTs and match ----------------------------------------------------------------------------------

@@ -1,7 +1,5 @@
-"""The zoo: every model builds with TVM's names, evaluates identically on both engines, and
-(once the type checker and the text format are in) type-checks, prints and re-parses."""
-
-import importlib
+"""The zoo: every model builds with TVM's names, evaluates identically on both engines,
+type-checks, prints and re-parses."""
 
 import numpy as np
 import pytest
@@ -9,6 +7,9 @@ import pytest
 import relaygraph as rg
 from relaygraph.eval import compile_function, values_equal
 from relaygraph.ir import Call, Op, TensorType, iter_post_order
+from relaygraph.passes import FuseOps
+from relaygraph.text import astext, parse
+from relaygraph.ty import infer_type, known_type
 
 MODELS = sorted(rg.zoo.MODELS)
 
@@ -24,15 +25,6 @@ def op_counts(mod):
         if isinstance(node, Call) and isinstance(node.op, Op):
             counts[node.op.name] = counts.get(node.op.name, 0) + 1
     return counts
-
-
-def need(module, attr, what):
-    """The named function, or skip: ``what`` is built elsewhere and may not be in yet."""
-    mod = pytest.importorskip(module, reason=f"{what} ({module}) is not available yet")
-    fn = getattr(mod, attr, None)
-    if fn is None:
-        pytest.skip(f"{what} ({module}.{attr}) is not available yet")
-    return fn
 
 
 def test_every_model_is_registered():
@@ -184,10 +176,6 @@ def test_model_options_are_checked():
 
 @pytest.mark.parametrize("name", MODELS)
 def test_small_model_type_checks_prints_and_reparses(name):
-    infer_type = need("relaygraph.ty", "infer_type", "InferType")
-    known_type = need("relaygraph.ty", "known_type", "InferType")
-    astext = need("relaygraph.text", "astext", "the text printer")
-    parse = need("relaygraph.text", "parse", "the text parser")
     mod, params, inputs = small(name)
     typed = infer_type(mod)
     out = rg.evaluate(mod, **inputs, **params)
@@ -201,10 +189,8 @@ def test_small_model_type_checks_prints_and_reparses(name):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_small_model_fused_by_fuseops_gives_the_same_output(name):
-    infer_type = need("relaygraph.ty", "infer_type", "InferType")
-    passes = importlib.import_module("relaygraph.passes")
     mod, params, inputs = small(name)
-    fused = passes.FuseOps()(infer_type(mod))
+    fused = FuseOps()(infer_type(mod))
     assert any(getattr(n, "attrs", None) is not None and n.attrs.get("Primitive", 0)
                for n in iter_post_order(fused["main"]) if isinstance(n, rg.Function))
     assert compile_function(fused["main"]) is not None
@@ -227,9 +213,6 @@ def test_full_size_model_runs_identically_on_interpreter_and_executor(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_full_size_model_type_checks_prints_and_reparses(name):
-    infer_type = need("relaygraph.ty", "infer_type", "InferType")
-    astext = need("relaygraph.text", "astext", "the text printer")
-    parse = need("relaygraph.text", "parse", "the text parser")
     mod, _ = rg.zoo.get(name)
     typed = infer_type(mod)
     assert rg.alpha_equal(parse(astext(typed))["main"], typed["main"])

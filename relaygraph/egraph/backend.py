@@ -105,7 +105,8 @@ def _load_rules(ctor: str) -> str:
     fields = constructor_fields(ctor)
     names = [f"a{i}" for i in range(len(fields))]
     cols = " ".join(["i64"] + ["i64" if s in (EXPR, LIST) else s for s in fields])
-    wrapped = [f"(Ph {n})" if s == EXPR else f"(PhL {n})" if s == LIST else n for n, s in zip(names, fields)]
+    wrapped = [f"(Ph {n})" if s == EXPR else f"(PhL {n})" if s == LIST else n
+               for n, s in zip(names, fields, strict=True)]
     atom = f"(in:{ctor} k {' '.join(names)})"
     term = f"({ctor}{''.join(' ' + w for w in wrapped)})"
     if ctor in ("RCons", "RNil"):
@@ -148,7 +149,7 @@ def _typing_rules(ctor: str) -> str:
     names = [f"a{i}" for i in range(len(fields))]
     node_args = "".join(" " + n for n in names)
     ty_args, texts, facts, t_args = [], [], [], []
-    for i, (n, sort) in enumerate(zip(names, fields)):
+    for i, (n, sort) in enumerate(zip(names, fields, strict=True)):
         if sort in (EXPR, LIST):
             ty_args.append(f"({'Ty' if sort == EXPR else 'LTy'} {n})")
             facts.append(f"(= x{i} (tytext {n}))")
@@ -290,7 +291,7 @@ class Backend:
         outs = self.run(b.RunSchedule(b.Sequence(span, runs)), *reads, *self._sig_clean,
                         what="recording signatures")
         printed = [o for o in outs if isinstance(o, b.PrintFunctionOutput)]
-        return {c: rows for c, out in zip(ctors, printed) if (rows := _rows(out))}
+        return {c: rows for c, out in zip(ctors, printed, strict=True) if (rows := _rows(out))}
 
     def sizes(self) -> dict[str, int]:
         """Rows per table (egglog's print-size; kept until the next command)."""

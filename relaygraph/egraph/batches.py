@@ -147,7 +147,7 @@ class BatchBuilder:
         typer never recomputes what is known; see relaygraph.egraph.signatures)."""
         sig = []
         handle_type, list_type, text_of = self.state.handle_type, self._list_type, self._text
-        for sort, arg in zip(constructor_fields(ctor), args):
+        for sort, arg in zip(constructor_fields(ctor), args, strict=True):
             if sort == EXPR:
                 sig.append(text_of(handle_type[arg]))
             elif sort == LIST:

@@ -395,9 +395,12 @@ def describe_from_encoding(graph, node: int) -> NodeInfo:
         raise CostModelError(f"{graph.name}: node {graph.node_ids[node]!r}: unknown operator {name}")
     kids = graph.child_classes[node]
     is_text = [k not in types and _literal(graph, k) is not None for k in kids]
-    inputs = [k for k, t in zip(kids, is_text) if not t]
-    texts = [_literal(graph, k) for k, t in zip(kids, is_text) if t]
-    attrs = {a: parse_attr_key(t) for a, t in zip(opdef.attrs, texts)}
+    inputs = [k for k, t in zip(kids, is_text, strict=True) if not t]
+    texts = [_literal(graph, k) for k, t in zip(kids, is_text, strict=True) if t]
+    if len(texts) != len(opdef.attrs):
+        raise CostModelError(f"{graph.name}: node {graph.node_ids[node]!r}: {name} has {len(opdef.attrs)} "
+                             f"attribute(s), the node gives {len(texts)}")
+    attrs = {a: parse_attr_key(t) for a, t in zip(opdef.attrs, texts, strict=True)}
     return NodeInfo(name, attrs, tuple(type_of(k) for k in inputs), out_type)
 
 

@@ -125,7 +125,7 @@ def attrs_from_keys(op: OpDef, keys) -> Attrs:
     keys = tuple(keys)
     if len(keys) != len(op.attrs):
         raise ValueError(f"{op.name} has {len(op.attrs)} attributes, got {len(keys)} values")
-    return op.canonical_attrs(dict(zip(op.attrs, map(parse_attr_key, keys))))
+    return op.canonical_attrs(dict(zip(op.attrs, map(parse_attr_key, keys), strict=True)))
 
 
 def var_key(var: Var) -> str:

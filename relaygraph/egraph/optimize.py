@@ -248,7 +248,7 @@ def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int,
 
 def _max_errors(a, b) -> tuple[float, float]:
     if isinstance(a, tuple):
-        pairs = [_max_errors(x, y) for x, y in zip(a, b)]
+        pairs = [_max_errors(x, y) for x, y in zip(a, b, strict=True)]
         return max(p[0] for p in pairs), max(p[1] for p in pairs)
     a, b = np.asarray(a, dtype="float64"), np.asarray(b, dtype="float64")
     if a.shape != b.shape:
@@ -322,6 +322,6 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
 def _close(a, b, rtol: float, atol: float) -> bool:
     if isinstance(a, tuple):
         return isinstance(b, tuple) and len(a) == len(b) and all(_close(x, y, rtol, atol)
-                                                                 for x, y in zip(a, b))
+                                                                 for x, y in zip(a, b, strict=True))
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))

@@ -55,7 +55,7 @@ def gym_document(snap: Snapshot, state: GraphState, roots: list[int]) -> dict:
             if opdef is not None:
                 attrs = shared_attrs.get((op, literals))
                 if attrs is None:
-                    attrs = dict(zip(opdef.attrs, map(parse_attr_key, literals)))
+                    attrs = dict(zip(opdef.attrs, map(parse_attr_key, literals), strict=True))
                     shared_attrs[(op, literals)] = attrs
                 node["attrs"] = attrs
             elif ctor in _KEY_FIELD:

@@ -299,7 +299,7 @@ class Saturator:
                 if None in bound or (spec.name, bound) in self.seen_matches:
                     continue
                 self.seen_matches.add((spec.name, bound))
-                pending.setdefault(spec.name, []).append(dict(zip(spec.variables, bound)))
+                pending.setdefault(spec.name, []).append(dict(zip(spec.variables, bound, strict=True)))
         if not pending:
             return False
         return self.apply_python(pending)

@@ -75,7 +75,7 @@ def _signature_type(ctor: str, fields: tuple, row: tuple, builder: BatchBuilder)
         return TupleType((head, *tail.fields))
     kids: list = []
     literals: list = []
-    for sort, value in zip(fields, row):
+    for sort, value in zip(fields, row, strict=True):
         if sort == EXPR:
             kids.append(by_text[value])
         elif sort == LIST:
@@ -142,7 +142,7 @@ class Snapshot:
         kids: list = []
         literals: list = []
         backend = self.backend
-        for sort, value in zip(constructor_fields(ctor), inputs):
+        for sort, value in zip(constructor_fields(ctor), inputs, strict=True):
             if sort == EXPR:
                 kids.append(value)
             elif sort == LIST:
@@ -201,7 +201,7 @@ class HandleMaker:
     def _args(snap: Snapshot, ctor: str, inputs, handles: dict, builder: BatchBuilder) -> tuple:
         args = []
         backend = snap.backend
-        for sort, value in zip(constructor_fields(ctor), inputs):
+        for sort, value in zip(constructor_fields(ctor), inputs, strict=True):
             if sort == EXPR:
                 args.append(handles[value])
             elif sort == LIST:

@@ -134,7 +134,7 @@ def node_type(ctor: str, child_types: list[Type], literals: tuple, leaf_type=Non
         op = op_from_constructor(ctor)
         if op is None:
             raise NodeTypeError(f"unknown operator constructor {ctor}")
-        attrs = dict(zip(op.attrs, map(parse_attr_key, literals)))
+        attrs = dict(zip(op.attrs, map(parse_attr_key, literals), strict=True))
         try:
             return op.type_relation(child_types, attrs)
         except RelayTypeError as exc:

@@ -103,7 +103,7 @@ def _check_input(param: Var, value: Any, ty: Type | None, path: str = "") -> Any
             raise EvalError(f"input {where}: expected a tuple of {len(ty.fields)} values "
                             f"({format_type(ty)}), given {_kind(value)}")
         return tuple(_check_input(param, v, t, f"{path}.{i}")
-                     for i, (v, t) in enumerate(zip(value, ty.fields)))
+                     for i, (v, t) in enumerate(zip(value, ty.fields, strict=True)))
     if not isinstance(ty, TensorType):
         if isinstance(value, (bool, int, float, list)) or isinstance(value, np.generic):
             return np.asarray(value)
@@ -124,7 +124,7 @@ def _check_input(param: Var, value: Any, ty: Type | None, path: str = "") -> Any
 def _shape_fits(shape: tuple, dims: tuple) -> bool:
     if len(shape) != len(dims):
         return False
-    return all(not isinstance(d, int) or d is AnyDim or d == s for s, d in zip(shape, dims))
+    return all(not isinstance(d, int) or d is AnyDim or d == s for s, d in zip(shape, dims, strict=True))
 
 
 def _dims(dims: tuple) -> str:

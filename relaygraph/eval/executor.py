@@ -50,7 +50,7 @@ class Plan:
         env: list = [None] * self.num_slots
         for slot, value in self.constants:
             env[slot] = value
-        for slot, value in zip(self.param_slots, inputs):
+        for slot, value in zip(self.param_slots, inputs, strict=True):
             env[slot] = value
         i = -1
         try:
@@ -68,7 +68,7 @@ class Plan:
     def listing(self) -> str:
         """The instruction list, one line per step (for inspection and tests)."""
         lines = []
-        for (_, ins, out, _, frees), label in zip(self.instrs, self.labels):
+        for (_, ins, out, _, frees), label in zip(self.instrs, self.labels, strict=True):
             free = f"  free {list(frees)}" if frees else ""
             lines.append(f"s{out} = {label}({', '.join(f's{s}' for s in ins)}){free}")
         return "\n".join(lines)
@@ -141,7 +141,7 @@ class PlanCompiler:
 
     def compile(self, func: Function) -> Plan:
         params = [self.new_slot() for _ in func.params]
-        scope = dict(zip(func.params, params))
+        scope = dict(zip(func.params, params, strict=True))
         out = self.body(func.body, scope, {})
         return Plan(self.num_slots, params, self.constants, self._with_frees(out),
                     self.labels, out)
@@ -232,7 +232,7 @@ class PlanCompiler:
             return self.add(kernel, ins, None, kernel.label)
         # Inline a non-primitive function literal: its parameters name the argument slots.
         inner = dict(scope)
-        inner.update(zip(callee.params, ins))
+        inner.update(zip(callee.params, ins, strict=True))
         return self.body(callee.body, inner, dict(static_fns))
 
     def add(self, run, ins: list, extra, label: str) -> int:
@@ -252,7 +252,7 @@ class PlanCompiler:
             if s != output:
                 frees[i].append(s)
         return [(run, ins, out, extra, tuple(sorted(set(f))))
-                for (run, ins, out, extra), f in zip(self.instrs, frees)]
+                for (run, ins, out, extra), f in zip(self.instrs, frees, strict=True)]
 
 
 def _used_other_than_callee(var: Var, root) -> bool:

@@ -286,7 +286,7 @@ class Interpreter:
                 raise EvalError(_at(node, f"wrong number of arguments: {fn.describe()} takes "
                                           f"{len(params)}, given {len(args)}"))
             frame = Frame(fn.env)
-            frame.vars.update(zip(params, args))
+            frame.vars.update(zip(params, args, strict=True))
             ctrl.append((_EVAL, fn.func.body, frame))
         elif type(fn) is Constructor:
             vals.append(_construct(fn, args, node))
@@ -343,11 +343,11 @@ def _match_pattern(pattern, value: Any) -> list | None:
         elif t is PatternConstructor:
             if type(v) is not ConstructorValue or v.constructor is not p.constructor:
                 return None
-            stack.extend(zip(p.patterns, v.fields))
+            stack.extend(zip(p.patterns, v.fields, strict=True))
         elif t is PatternTuple:
             if not isinstance(v, tuple) or len(v) != len(p.patterns):
                 return None
-            stack.extend(zip(p.patterns, v))
+            stack.extend(zip(p.patterns, v, strict=True))
         else:
             raise EvalError(f"unknown pattern kind {t.__name__}")
     return binds

@@ -175,11 +175,11 @@ def values_equal(a: Any, b: Any, rtol: float = 0.0, atol: float = 0.0) -> bool:
         elif isinstance(x, tuple):
             if not isinstance(y, tuple) or len(x) != len(y):
                 return False
-            stack.extend(zip(x, y))
+            stack.extend(zip(x, y, strict=True))
         elif isinstance(x, ConstructorValue):
             if not isinstance(y, ConstructorValue) or x.constructor is not y.constructor:
                 return False
-            stack.extend(zip(x.fields, y.fields))
+            stack.extend(zip(x.fields, y.fields, strict=True))
         elif isinstance(x, RefValue):
             if x is not y:  # refs are compared by identity, like the cells they are
                 return False

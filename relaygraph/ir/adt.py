@@ -130,7 +130,8 @@ class PatternConstructor(Pattern):
 
     def with_children(self, children: tuple) -> PatternConstructor:
         c, *ps = children
-        if c is self.constructor and all(a is b for a, b in zip(ps, self.patterns)):
+        if c is self.constructor and len(ps) == len(self.patterns) and all(
+                a is b for a, b in zip(ps, self.patterns, strict=True)):
             return self
         return PatternConstructor(c, ps)
 
@@ -186,7 +187,8 @@ class Match(Expr):
 
     def with_children(self, children: tuple) -> Match:
         d, *cs = children
-        if d is self.data and all(a is b for a, b in zip(cs, self.clauses)):
+        if d is self.data and len(cs) == len(self.clauses) and all(
+                a is b for a, b in zip(cs, self.clauses, strict=True)):
             return self
         return Match(d, cs, self.complete)
 

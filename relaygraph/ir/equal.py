@@ -52,7 +52,7 @@ class _Equal:
     def push_all(self, xs, ys) -> bool:
         if len(xs) != len(ys):
             return False
-        self.work.extend(zip(reversed(xs), reversed(ys)))
+        self.work.extend(zip(reversed(xs), reversed(ys), strict=True))
         return True
 
     def run(self, a: Any, b: Any) -> bool:
@@ -107,7 +107,7 @@ class _Equal:
             return (self.push(x.header, y.header) and self.bind_all(x.type_vars, y.type_vars)
                     and self.push_all(x.constructors, y.constructors)
                     and all(self.push_all(c.inputs, d.inputs)
-                            for c, d in zip(x.constructors, y.constructors)))
+                            for c, d in zip(x.constructors, y.constructors, strict=True)))
         if isinstance(x, Node):
             return self._same_scalars(x, y) and self.push_all(x.children(), y.children())
         return x == y
@@ -115,7 +115,7 @@ class _Equal:
     @staticmethod
     def _same_scalars(x: Node, y: Node) -> bool:
         # Fields that are not nodes (an index, a flag, a relation name) must match exactly.
-        for a, b in zip(x.field_values(), y.field_values()):
+        for a, b in zip(x.field_values(), y.field_values(), strict=True):
             if isinstance(a, (int, str, bool, float)) and a != b:
                 return False
             if isinstance(a, Attrs) and a is not b:
@@ -123,7 +123,7 @@ class _Equal:
         return True
 
     def bind_all(self, xs, ys) -> bool:
-        return len(xs) == len(ys) and all(self.bind(a, b) for a, b in zip(xs, ys))
+        return len(xs) == len(ys) and all(self.bind(a, b) for a, b in zip(xs, ys, strict=True))
 
     def bind_pattern(self, p: Node, q: Node) -> bool:
         stack = [(p, q)]
@@ -137,11 +137,11 @@ class _Equal:
             elif isinstance(a, PatternConstructor):
                 if not self.step(a.constructor, b.constructor) or len(a.patterns) != len(b.patterns):
                     return False
-                stack.extend(zip(a.patterns, b.patterns))
+                stack.extend(zip(a.patterns, b.patterns, strict=True))
             elif isinstance(a, PatternTuple):
                 if len(a.patterns) != len(b.patterns):
                     return False
-                stack.extend(zip(a.patterns, b.patterns))
+                stack.extend(zip(a.patterns, b.patterns, strict=True))
         return True
 
     def modules(self, a: IRModule, b: IRModule) -> bool:

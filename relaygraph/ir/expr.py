@@ -361,7 +361,8 @@ class Call(Expr):
 
     def with_children(self, children: tuple) -> Call:
         op, *args = children
-        if op is self.op and all(a is b for a, b in zip(args, self.args)):
+        if op is self.op and len(args) == len(self.args) and all(
+                a is b for a, b in zip(args, self.args, strict=True)):
             return self
         return Call(op, tuple(args), self.attrs, self.type_args)
 
@@ -415,7 +416,8 @@ class Function(Expr):
 
     def with_children(self, children: tuple) -> Function:
         *params, body = children
-        if body is self.body and all(a is b for a, b in zip(params, self.params)):
+        if body is self.body and len(params) == len(self.params) and all(
+                a is b for a, b in zip(params, self.params, strict=True)):
             return self
         return Function(params, body, self.ret_type, self.type_params, self.attrs)
 

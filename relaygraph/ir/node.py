@@ -70,7 +70,7 @@ class Node:
     def _make_nominal(cls, *values: Any):
         """Build a node with its own identity (never interned)."""
         node = object.__new__(cls)
-        for setter, value in zip(cls._setters, values):
+        for setter, value in zip(cls._setters, values, strict=True):
             setter(node, value)
         return node
 

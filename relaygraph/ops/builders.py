@@ -41,7 +41,7 @@ def builder(op: OpDef):
         if len(positional) > len(attr_names):
             raise NodeError(f"{op.name} takes {n} input(s) ({_inputs_text(op)}) and at most "
                             f"{len(attr_names)} attribute(s); got {len(args)} positional arguments")
-        for name, value in zip(attr_names, positional):
+        for name, value in zip(attr_names, positional, strict=False):  # attrs not given keep defaults
             if name in attrs:
                 raise NodeError(f"{op.name}: attribute {name!r} given twice")
             attrs[name] = value

@@ -156,7 +156,7 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
         _, types = run_rel(arg_types, attrs)
         total = anchor_op.flops(arg_types[:n_anchor], types[0], attrs)
         k = n_anchor
-        for (op, takes, step_attrs), before, after in zip(steps, types, types[1:]):
+        for (op, takes, step_attrs), before, after in zip(steps, types[:-1], types[1:], strict=True):
             inputs = [before] + ([arg_types[k]] if takes else [])
             k += takes
             total = total + lookup(op).flops(inputs, after, step_attrs(attrs))

@@ -45,7 +45,7 @@ def _stack_rel(args, a):
     axis = norm_axis(a["axis"], first.ndim, extra=1)
     for i, t in enumerate(fields):
         if t.ndim != first.ndim or t.dtype != first.dtype or any(
-                dims_equal(x, y) is False for x, y in zip(t.shape, first.shape)):
+                dims_equal(x, y) is False for x, y in zip(t.shape, first.shape, strict=True)):
             raise ShapeError(f"stacked tensors must have one type: field 0 is {fmt(first)} but "
                              f"field {i} is {fmt(t)}")
     shape = list(first.shape)
@@ -93,7 +93,7 @@ def _split_rel(args, a):
     axis = norm_axis(a["axis"], x.ndim)
     points = _split_points(x.shape[axis], a["indices_or_sections"])
     fields = []
-    for lo, hi in zip(points, points[1:]):
+    for lo, hi in zip(points, points[1:], strict=False):  # consecutive pairs
         size = AnyDim if AnyDim in (lo, hi) else dim_sub(hi, lo)
         if is_known(size) and size < 0:
             raise ShapeError(f"split indices {a['indices_or_sections']} are out of order or past "
@@ -117,7 +117,8 @@ def _split_kernel(args, a):
             raise ValueError(f"split: {ios} sections do not divide an axis of {n} equally")
         bounds = list(range(0, n + 1, n // ios)) if n else [0] * (ios + 1)
     lead = (slice(None),) * axis
-    return tuple(x[(*lead, slice(lo, hi))] for lo, hi in zip(bounds, bounds[1:]))
+    # consecutive pairs of bounds: the shorter second list ends the zip
+    return tuple(x[(*lead, slice(lo, hi))] for lo, hi in zip(bounds, bounds[1:], strict=False))
 
 
 defop("split", 1, {"indices_or_sections": REQUIRED, "axis": 0}, _split_rel, _split_kernel,
@@ -287,7 +288,8 @@ def _pad_rel(args, a):
     if a["pad_mode"] not in ("constant", "edge", "reflect"):
         raise ShapeError(f"pad_mode must be constant, edge or reflect, got {a['pad_mode']!r}")
     pw = _pad_width(x.ndim, a["pad_width"])
-    shape = tuple(AnyDim if d is AnyDim else dim_add(d, lo + hi) for d, (lo, hi) in zip(x.shape, pw))
+    shape = tuple(AnyDim if d is AnyDim else dim_add(d, lo + hi)
+                  for d, (lo, hi) in zip(x.shape, pw, strict=True))
     return TensorType(shape, x.dtype)
 
 

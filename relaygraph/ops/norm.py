@@ -18,7 +18,7 @@ def _t(shape, dtype=F32) -> TensorType:
 
 def _check_vectors(x: TensorType, axis: int, vecs, names) -> TensorType:
     want = TensorType((x.shape[axis],), x.dtype)
-    for t, name in zip(vecs, names):
+    for t, name in zip(vecs, names, strict=True):
         if t.ndim != 1 or dims_equal(t.shape[0], x.shape[axis]) is False or t.dtype != x.dtype:
             raise ShapeError(f"{name} must be {fmt(want)} (axis {axis} of {fmt(x)}), got {fmt(t)}")
     return want

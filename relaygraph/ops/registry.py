@@ -186,7 +186,7 @@ def _coerce(value: Any, default: Any) -> Any:
 def _same(a: Any, b: Any) -> bool:
     """Equal values of the same types (so ``1``, ``1.0`` and ``True`` differ)."""
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 

@@ -238,7 +238,7 @@ def _broadcast_to_rel(args, a):
         out = broadcast_shapes(x.shape, shape)
     except ShapeError as exc:
         raise ShapeError(f"cannot broadcast {fmt(x)} to {shape}: {exc}") from None
-    if len(out) != len(shape) or any(dims_equal(o, s) is False for o, s in zip(out, shape)):
+    if len(out) != len(shape) or any(dims_equal(o, s) is False for o, s in zip(out, shape, strict=True)):
         raise ShapeError(f"cannot broadcast {fmt(x)} to {shape}")
     return TensorType(shape, x.dtype)
 

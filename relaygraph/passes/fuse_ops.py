@@ -377,7 +377,7 @@ class _FuseMutator(ExprMutator):
 
     def _args(self, originals, news, group: _Group, consumer: Expr | None = None) -> tuple:
         out = []
-        for orig, new in zip(originals, news):
+        for orig, new in zip(originals, news, strict=True):
             if self._group(orig) is group or (
                     isinstance(consumer, Call) and _per_use_constant(orig)
                     and _inline_constant_into(consumer, orig)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import RelayError
 from ..ir.expr import Call, Expr, Function, GlobalVar
 from ..ir.module import IRModule
 from ..ir.traversal import ExprMutator, iter_post_order, substitute
@@ -18,7 +19,7 @@ def called_globals(expr: Expr) -> set[str]:
 
 
 def _beta(func: Function, args: tuple) -> Expr:
-    return substitute(func.body, dict(zip(func.params, args)))
+    return substitute(func.body, dict(zip(func.params, args, strict=True)))
 
 
 class _InlineCalls(ExprMutator):
@@ -92,6 +93,10 @@ class _Defuse(ExprMutator):
     def rewrite_call(self, pre: Call, post: Call) -> Expr:
         callee = post.op
         if isinstance(callee, Function) and callee.attrs.get("Primitive"):
+            if len(callee.params) != len(post.args):
+                names = ", ".join(f"%{p.name_hint}" for p in callee.params)
+                raise RelayError(f"DefuseOps: the fused function fn({names}) takes {len(callee.params)} "
+                                 f"argument(s) but is called with {len(post.args)}")
             return _beta(callee, post.args)
         return post
 

@@ -42,7 +42,7 @@ class _Lifter(ExprMutator):
             # The global takes the captured values and returns the closure.
             outer = [Var(v.name_hint, v.type_annotation) for v in captured]
             ref: Expr = Call(gv, tuple(outer))
-            inner = substitute(post, dict(zip(captured, outer)))
+            inner = substitute(post, dict(zip(captured, outer, strict=True)))
             if self_var is not None:
                 inner = substitute(inner, {self_var: ref})
             self.mod.add(gv, Function(outer, inner.with_attr("Closure", 1)))

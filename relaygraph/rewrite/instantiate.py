@@ -190,7 +190,7 @@ class _Search:
         """The instance for these choices, or None when the left side does not apply."""
         types = {v: TensorType(tuple(dims), dtype) for v, (dims, dtype) in shapes.items()}
         params = [Var(v, t) for v, t in types.items()]
-        leaves: dict[str, Expr] = dict(zip(types, params))
+        leaves: dict[str, Expr] = dict(zip(types, params, strict=True))
         inst = Instance(types, attrs, wild, leaves, params)
         for v, b in (scoped or {}).items():
             inst.leaves[v] = Call(Op("add"), (leaves[v], inst.binders.setdefault(b, Var(b))))
@@ -243,7 +243,7 @@ class _Search:
 
 def condition_env(rule: Rule, inst: Instance) -> EvalEnv:
     """How a condition reads an instance: leaf and root types, attribute values, binders."""
-    roots = dict(zip(rule.roots, inst.root_types))
+    roots = dict(zip(rule.roots, inst.root_types, strict=True))
 
     def type_of_name(name: str):
         if name in roots:

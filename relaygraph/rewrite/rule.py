@@ -60,7 +60,7 @@ class Rule:
         self._counter = 0
         native, self._residue = self.cond.split() if self.cond is not None else ([], [])
         roots = self.roots
-        self._facts = [f"(= ?{r} {lhs_term(p)})" for r, p in zip(roots, self.lhs)]
+        self._facts = [f"(= ?{r} {lhs_term(p)})" for r, p in zip(roots, self.lhs, strict=True)]
         for i in range(len(roots)):
             for j in range(i + 1, len(roots)):
                 self._facts.append(f"(!= ?{roots[i]} ?{roots[j]})")
@@ -105,7 +105,7 @@ class Rule:
         """The egglog rule command of this rule (one per kind of each ``leaf`` variable)."""
         if self.python_rewrite is None:
             actions = [f"(union ?{r} {rhs_term(p, computed=self._computed_vars)})"
-                       for r, p in zip(self.roots, self.rhs)]
+                       for r, p in zip(self.roots, self.rhs, strict=True)]
             facts = self._facts
         else:
             pr = self.python_rewrite
@@ -114,7 +114,8 @@ class Rule:
             actions[:0] = [f"(let {name} {rhs_term(p)})" for name, p in pr.prebuilt]
         out = []
         for i, kinds in enumerate(itertools.product(("RVar", "RConst"), repeat=len(self._leaves))):
-            leaf_facts = [f"(= {v} ({k} ?__leaf{j}))" for j, (v, k) in enumerate(zip(self._leaves, kinds))]
+            leaf_facts = [f"(= {v} ({k} ?__leaf{j}))"
+                          for j, (v, k) in enumerate(zip(self._leaves, kinds, strict=True))]
             name = self.name if i == 0 else f"{self.name}/{i + 1}"
             out.append(f"(rule ({' '.join(facts + leaf_facts)}) ({' '.join(actions)}) "
                        f":ruleset {self.ruleset} :name \"{name}\")")
@@ -212,7 +213,7 @@ class PythonRewrite:
         if check_types and not self.prebuilt and not _same_types(rule, exprs, self.leaf_vars,
                                                                  type_of):
             return []
-        return [(bindings[r], e) for r, e in zip(rule.roots, exprs)]
+        return [(bindings[r], e) for r, e in zip(rule.roots, exprs, strict=True)]
 
 
 def _no_attr(name: str):
@@ -239,7 +240,7 @@ def _same_types(rule: Rule, exprs: list[Expr], leaf_vars: dict, type_of) -> bool
         if t is None:
             return True  # an untyped leaf: nothing to compare against here
         mapping[var] = Var(name, t)
-    for root, e in zip(rule.roots, exprs):
+    for root, e in zip(rule.roots, exprs, strict=True):
         want = type_of(root)
         try:
             got = checked_type(infer_type(substitute(e, mapping)))

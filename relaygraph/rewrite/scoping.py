@@ -102,13 +102,13 @@ def _generic_rules(r: str, name: str, shape: str) -> list[str]:
     """fv, once and Subst rules of a constructor whose inputs are expressions and lists."""
     fields = [f"c{i}" for i in range(len(shape))]
     node = f"({name}{''.join(' ' + f for f in fields)})"
-    kids = [(f, kind) for f, kind in zip(fields, shape) if kind in "EL"]
+    kids = [(f, kind) for f, kind in zip(fields, shape, strict=True) if kind in "EL"]
     fv_of = {"E": "fv", "L": "fvl"}
     once_of = {"E": "once", "L": "oncel"}
     sets = [f"s{i}" for i in range(len(kids))]
     rules = [_rule(r, f"fv/{name}",
                    [f"(= e {node})"] + [f"(= {s} ({fv_of[kind]} {f}))" for s, (f, kind) in
-                                        zip(sets, kids)],
+                                        zip(sets, kids, strict=True)],
                    [f"(set (fv e) {_union(sets)})"])]
     for i, (f, kind) in enumerate(kids):
         others = []
@@ -120,7 +120,7 @@ def _generic_rules(r: str, name: str, shape: str) -> list[str]:
     if kids:
         pushed = " ".join(
             f if kind == "_" else (f"(Subst {f} k v)" if kind == "E" else f"(SubstL {f} k v)")
-            for f, kind in zip(fields, shape))
+            for f, kind in zip(fields, shape, strict=True))
         rules.append(_rule(r, f"subst/{name}", [f"(= e (Subst {node} k v))"],
                            [f"(union e ({name} {pushed}))"]))
     return rules

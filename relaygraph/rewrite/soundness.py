@@ -119,7 +119,7 @@ class _CheckGraph:
         pr = rule.python_rewrite
         self.names = list(pr.variables)
         self.exprs: dict[str, Expr] = {}
-        roots = dict(zip(rule.roots, inst.lhs))
+        roots = dict(zip(rule.roots, inst.lhs, strict=True))
         env = inst.env()
         prebuilt = dict(pr.prebuilt)
         for name in self.names:
@@ -170,7 +170,7 @@ def _check_types(rule: Rule, inst: Instance, rhs: list[Expr]) -> None:
     except Exception as exc:  # noqa: BLE001 - any type error on the right side refuses the rule
         raise RuleError(f"rule {rule.name}: the right side does not type-check where the left "
                         f"side does ({_describe(rule, inst)}): {exc}", rule.span) from None
-    for i, (want, e) in enumerate(zip(inst.root_types, rhs)):
+    for i, (want, e) in enumerate(zip(inst.root_types, rhs, strict=True)):
         got = type_of(e)
         if format_type(got) != format_type(want):
             which = f" (root {i})" if rule.multi else ""
@@ -205,7 +205,7 @@ def _compare(rule: Rule, inst: Instance, rhs: list[Expr], rng, result: CheckResu
     except Exception as exc:  # noqa: BLE001 - the left side ran on these inputs, the right did not
         raise _Mismatch(f"{_describe(rule, inst)}\ninputs: {_summary(inst, inputs)}\n"
                         f"the right side fails where the left side runs: {exc}") from None
-    for i, (a, b) in enumerate(zip(left, right)):
+    for i, (a, b) in enumerate(zip(left, right, strict=True)):
         if a.shape != b.shape or a.dtype != b.dtype:
             raise _Mismatch(f"output {i}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}")
         if a.dtype.kind in "fc":
@@ -246,7 +246,7 @@ def _describe(rule: Rule, inst: Instance) -> str:
 
 def _summary(inst: Instance, inputs) -> str:
     out = []
-    for p, x in zip(inst.params, inputs):
+    for p, x in zip(inst.params, inputs, strict=True):
         x = np.asarray(x)
         if x.size == 0:
             out.append(f"?{p.name_hint}: empty")

@@ -20,7 +20,7 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 def same_value(a, b) -> bool:
     """Equal attribute values of the same types (``1``, ``1.0`` and ``True`` differ)."""
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if type(a) is not type(b):
         return False
     if isinstance(a, float) and math.isnan(a):

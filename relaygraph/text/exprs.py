@@ -234,7 +234,7 @@ class ExprActions:
             starts.pop()
             values[-1] = self.at(Call(op, (values[-1], rhs)), starts[-1])
 
-        for op, operand, pos in zip(chain.ops, chain.operands[1:], chain.positions[1:]):
+        for op, operand, pos in zip(chain.ops, chain.operands[1:], chain.positions[1:], strict=True):
             level = _BINOPS[op][0]
             while pending and _BINOPS[pending[-1]][0] >= level:
                 reduce()

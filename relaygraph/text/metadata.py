@@ -97,7 +97,7 @@ def read_metadata(text: str) -> dict[str, list]:
     table: dict[str, list] = {}
     decoded: dict[int, Constant] = {}
     try:
-        for key, array_index in zip(root["keys"], root["data"]):
+        for key, array_index in zip(root["keys"], root["data"], strict=True):
             entries = []
             for index in nodes[array_index].get("data", []):
                 node = nodes[index]

@@ -145,7 +145,7 @@ class _Printer:
         # When any function touches a reference cell, a call of a global or a closure may too,
         # so such calls print once per use (see Layout).
         refs = any(walk[3] for walk in walks)
-        for (gv, fn), walk in zip(functions, walks):
+        for (gv, fn), walk in zip(functions, walks, strict=True):
             items.append(self.root(fn, "def @" + clean_name(gv.name_hint, "v"), walk, refs))
         return "\n\n".join(items) + "\n" if items else ""
 

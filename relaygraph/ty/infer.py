@@ -287,7 +287,7 @@ class _Checker:
             raise self.error(node, f"{name} takes {len(callee.arg_types)} argument(s) but is given "
                                    f"{len(args)}: its type is {self.show(callee)}, the arguments "
                                    f"have types ({given})")
-        for i, (want, got) in enumerate(zip(callee.arg_types, args)):
+        for i, (want, got) in enumerate(zip(callee.arg_types, args, strict=True)):
             self.unify(node, want, got, f"argument {i} of {name} has the wrong type (expected vs got)")
         self.types[node] = callee.ret_type
 
@@ -405,7 +405,8 @@ class _Checker:
         holes = [h for t in args for h in solver.holes(t)]
         if holes and c.op.infer_inputs is not None:
             guesses = c.op.infer_inputs(args, c.attrs) or []
-            for i, (arg, guess) in enumerate(zip(args, guesses)):
+            # a call of the wrong arity has its error from the op's relation below: guess what fits
+            for i, (arg, guess) in enumerate(zip(args, guesses, strict=False)):
                 if guess is not None and solver.holes(arg):
                     self.unify(c.node, arg, guess, f"input {i} of {c.op.name}")
             args = [solver.resolve(t) for t in c.args]
@@ -430,7 +431,7 @@ class _Checker:
             if len(type_args) != len(ft.type_params):
                 raise self.error(node, f"{len(type_args)} type argument(s) given for "
                                        f"{len(ft.type_params)} type parameter(s)")
-            mapping = dict(zip(ft.type_params, type_args))
+            mapping = dict(zip(ft.type_params, type_args, strict=True))
         else:
             mapping = {p: self._inst_hole() for p in ft.type_params}
         return FuncType([subst_type(a, mapping) for a in ft.arg_types],
@@ -469,11 +470,11 @@ class _Checker:
             elif isinstance(p, PatternConstructor):
                 ft = self._constructor_type(p.constructor, match)
                 self.unify(match, ft.ret_type, t, f"pattern {p.constructor.name_hint}")
-                stack.extend(zip(p.patterns, ft.arg_types))
+                stack.extend(zip(p.patterns, ft.arg_types, strict=True))
             elif isinstance(p, PatternTuple):
                 fields = [self.solver.fresh() for _ in p.patterns]
                 self.unify(match, TupleType(fields), t, "tuple pattern")
-                stack.extend(zip(p.patterns, fields))
+                stack.extend(zip(p.patterns, fields, strict=True))
             else:
                 raise self.error(match, f"unknown pattern {type(p).__name__}")
 
@@ -533,7 +534,7 @@ def _finish_exprs(ck: _Checker, final: dict, roots: list) -> list:
         # only top-level return types are missing (or nothing): no need to walk the bodies
         new_roots = [r.replace(ret_type=final[r].ret_type)
                      if isinstance(r, Function) and r.ret_type is None else r for r in roots]
-        pairs = zip(roots, new_roots)
+        pairs = zip(roots, new_roots, strict=True)
     extra = {}
     for old, new in pairs:
         if new is not old and old in final:
@@ -593,7 +594,7 @@ def _infer_module(mod: IRModule) -> IRModule:
         final[gv] = ck.solver.resolve(ck.global_types[gv])
     new_fns = _finish_exprs(ck, final, [fn for _, fn in fns])
     out = mod.copy()
-    for (gv, _), fn in zip(fns, new_fns):
+    for (gv, _), fn in zip(fns, new_fns, strict=True):
         out.functions[gv] = fn
     return out
 

@@ -112,11 +112,11 @@ class Solver:
             return t
         if isinstance(t, TupleType):
             fields = [self.resolve(f) for f in t.fields]
-            return t if all(a is b for a, b in zip(fields, t.fields)) else TupleType(fields)
+            return t if all(a is b for a, b in zip(fields, t.fields, strict=True)) else TupleType(fields)
         if isinstance(t, FuncType):
             args = [self.resolve(a) for a in t.arg_types]
             ret = self.resolve(t.ret_type)
-            if ret is t.ret_type and all(a is b for a, b in zip(args, t.arg_types)):
+            if ret is t.ret_type and all(a is b for a, b in zip(args, t.arg_types, strict=True)):
                 return t
             return FuncType(args, ret, t.type_params, t.type_constraints)
         if isinstance(t, TypeCall):
@@ -175,14 +175,14 @@ class Solver:
             if len(a.fields) != len(b.fields):
                 raise Mismatch(f"tuples of {len(a.fields)} and {len(b.fields)} fields")
             return TupleType([self._sub(x, y, f"field {i}")
-                              for i, (x, y) in enumerate(zip(a.fields, b.fields))])
+                              for i, (x, y) in enumerate(zip(a.fields, b.fields, strict=True))])
         if isinstance(a, FuncType):
             return self._unify_func(a, b)
         if isinstance(a, TypeCall):
             if a.func is not b.func or len(a.args) != len(b.args):
                 raise Mismatch(f"{format_type(self.resolve(a))} is not {format_type(self.resolve(b))}")
             return TypeCall(a.func, [self._sub(x, y, f"type argument {i}")
-                                     for i, (x, y) in enumerate(zip(a.args, b.args))])
+                                     for i, (x, y) in enumerate(zip(a.args, b.args, strict=True))])
         if isinstance(a, RefType):
             return RefType(self._sub(a.value, b.value, "reference"))
         if a is b:
@@ -200,9 +200,9 @@ class Solver:
             raise Mismatch(f"functions of {len(a.arg_types)} and {len(b.arg_types)} parameters")
         if len(a.type_params) != len(b.type_params):
             raise Mismatch("functions with different numbers of type parameters")
-        rename = {q: p for p, q in zip(a.type_params, b.type_params) if p is not q}
+        rename = {q: p for p, q in zip(a.type_params, b.type_params, strict=True) if p is not q}
         args = [self._sub(x, subst_type(y, rename), f"parameter {i}")
-                for i, (x, y) in enumerate(zip(a.arg_types, b.arg_types))]
+                for i, (x, y) in enumerate(zip(a.arg_types, b.arg_types, strict=True))]
         ret = self._sub(a.ret_type, subst_type(b.ret_type, rename), "return type")
         return FuncType(args, ret, a.type_params, a.type_constraints)
 
@@ -213,7 +213,7 @@ class Solver:
             raise Mismatch(f"rank {len(a.shape)} vs {len(b.shape)}")
         dims = []
         changed = False
-        for i, (x, y) in enumerate(zip(a.shape, b.shape)):
+        for i, (x, y) in enumerate(zip(a.shape, b.shape, strict=True)):
             if x is y or (type(x) is int and x == y):
                 dims.append(x)
                 continue

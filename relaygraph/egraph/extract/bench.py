@@ -103,7 +103,8 @@ def format_table(rows: Sequence[dict]) -> str:
     """A fixed-width text table of the rows."""
     cells = [[_HEAD[k] for k in FIELDS]] + [[_cell(r[k], k) for k in FIELDS] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(FIELDS))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(row, widths, strict=True)))
              for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(line.rstrip() for line in lines)

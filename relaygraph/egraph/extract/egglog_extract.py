@@ -170,7 +170,7 @@ def _extract_live(graph: ExtractionGraph) -> ExtractionResult:
     egraph, roots = graph.source_egraph
     start = time.perf_counter()
     by_key: dict[tuple, int] = {}
-    for i, (op, kids) in enumerate(zip(graph.ops, graph.child_classes)):
+    for i, (op, kids) in enumerate(zip(graph.ops, graph.child_classes, strict=True)):
         if i not in graph.subsumed:
             by_key.setdefault((op, kids), i)
     span = b.RustSpan(_SPAN_FILE, 0, 0)

@@ -71,7 +71,7 @@ class ExtractionGraph:
             if not math.isfinite(cost) or cost < 0:
                 raise ExtractionError(f"{self.name}: node {self.node_ids[i]!r} has cost {cost!r}; "
                                       f"costs must be finite and non-negative")
-        for i, (k, ch) in enumerate(zip(self.classes, self.children)):
+        for i, (k, ch) in enumerate(zip(self.classes, self.children, strict=True)):
             if not 0 <= k < c:
                 raise ExtractionError(f"{self.name}: node {self.node_ids[i]!r} has no valid class")
             for j in ch:

@@ -203,7 +203,7 @@ def _solve_highs(model: _Model, start: np.ndarray, time_limit: float, rel_gap: f
 def _columns(model: _Model, n: int):
     cols: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for r, (idx, vals, _, _) in enumerate(model.rows):
-        for i, v in zip(idx, vals):
+        for i, v in zip(idx, vals, strict=True):
             cols[i].append((r, v))
     starts = np.zeros(n + 1, dtype=np.int32)
     starts[1:] = np.cumsum([len(c) for c in cols])
