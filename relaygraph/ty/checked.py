@@ -146,8 +146,10 @@ def types_of(expr: Node, mod=None) -> tuple[Type, ...]:
         return _map_of(mod).types_of(expr)
     if not isinstance(expr, Node):
         return ()
+    with _LOCK:  # a snapshot: another thread may publish meanwhile
+        live = list(_LIVE)
     found: list[Type] = []
-    for tm in list(_LIVE):
+    for tm in live:
         for t in tm.types_of(expr):
             if t not in found:
                 found.append(t)
