@@ -43,7 +43,6 @@ from relaygraph.egraph.encoding import (
 from relaygraph.egraph.rules import mentioned_constructors
 from relaygraph.ir import IRModule, iter_post_order
 from relaygraph.ops.registry import lookup
-from relaygraph.ty import known_type
 
 
 def residual_program(n_nodes: int) -> rg.Function:
@@ -70,9 +69,9 @@ def time_load(fn: rg.Function) -> tuple[float, float, float]:
     """Seconds for (InferType, rows in Python, egglog), loading ``fn`` into a fresh e-graph."""
     gc.collect()
     t0 = time.perf_counter()
-    rg.infer_type(IRModule.from_expr(fn))
+    typed = rg.infer_type(IRModule.from_expr(fn))
     t1 = time.perf_counter()
-    eg = RelayEGraph(fn)
+    eg = RelayEGraph(typed)
     t2 = time.perf_counter()
     eg.materialize()
     t3 = time.perf_counter()
@@ -112,6 +111,7 @@ def plain_egglog_program(fn: rg.Function) -> list[str]:
     out = []
     names: dict = {}
     types: set[str] = set()
+    checked = rg.infer_type(IRModule.from_expr(fn)).checked_types
     for node in iter_post_order(fn.body):
         if isinstance(node, rg.Op):
             continue
@@ -136,7 +136,7 @@ def plain_egglog_program(fn: rg.Function) -> list[str]:
         else:
             raise NotImplementedError(type(node).__name__)
         out.append(f"(let {name} {term})")
-        t = known_type(node)
+        t = checked.get(node)
         text = rg.ty.format_type(t)
         out.append(f"(union (Ty {name}) (T {_q(text)}))")
         if text not in types:

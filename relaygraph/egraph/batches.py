@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+from ..errors import RelayError
 from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.traversal import iter_post_order
 from ..ir.types import FuncType, TensorType, TupleType, Type, format_type
 from ..ops.registry import PatternKind, all_ops, lookup
-from ..ty.checked import known_type
 from .encoding import EXPR, LIST, constructor_fields, op_attr_keys, op_constructor, var_key
 from .encoding import const_key as _const_key
 from .typer import NodeTypeError, TypeTable, node_type, type_from_data, type_to_data
@@ -106,6 +106,7 @@ class BatchBuilder:
         self.tables = tables
         self.batch = Batch(next_handle=state.next_handle)
         self._type_cache: dict = {}
+        self.checked = None  # the TypeMap of the loaded program (InferType's), read by add_expr
         self._list_type: dict[int, TupleType] = {}  # list handles of this builder -> their types
 
     # -- basics -------------------------------------------------------------------------------
@@ -246,8 +247,9 @@ class BatchBuilder:
     def add_expr(self, expr: Expr, leaves: dict | None = None, *, checked: bool = False) -> int:
         """Add ``expr``; ``leaves`` maps Vars standing for existing classes to their handles.
 
-        With ``checked``, types come from InferType (``known_type``) where it has recorded them;
-        otherwise every new node is typed from its children through the op relations.
+        With ``checked``, types come from the loaded program's TypeMap (``self.checked``) where
+        InferType gave them; otherwise every new node is typed from its children through the op
+        relations.
         """
         memo: dict[Expr, int] = dict(leaves or {})
         if expr in memo:
@@ -259,7 +261,7 @@ class BatchBuilder:
 
     def _add_node(self, node: Expr, memo: dict, checked: bool) -> int:
         ctor, args, lits, leaf_key, kids = self._encode(node, memo)
-        t = known_type(node) if checked else None
+        t = self.checked.get(node) if checked and self.checked is not None else None
         if t is None:
             if ctor in ("RVar", "RConst", "RGlobal"):
                 t = self.state.leaf_type[(ctor, leaf_key)]
@@ -318,19 +320,24 @@ class BatchBuilder:
         if self.tables is not None:
             self.tables.vars[key] = var
         if ("RVar", key) not in self.state.leaf_type:
-            t = var.type_annotation or known_type(var)
+            t = var.type_annotation or self._checked_type(var)
             if t is None:
-                raise NotImplementedError(f"variable %{var.name_hint} has no type; run rg.infer_type first")
+                raise RelayError(f"variable %{var.name_hint} has no type: annotate it, or load a module "
+                                 "rg.infer_type has checked")
             self.leaf("RVar", key, t)
+
+    def _checked_type(self, node: Expr) -> Type | None:
+        return None if self.checked is None else self.checked.get(node)
 
     def _global(self, gv: GlobalVar):
         key = gv.name_hint
         if self.tables is not None:
             self.tables.globals[key] = gv
         if ("RGlobal", key) not in self.state.leaf_type:
-            t = known_type(gv)
+            t = self._checked_type(gv)
             if t is None:
-                raise NotImplementedError(f"global @{key} has no checked type; infer the module first")
+                raise RelayError(f"global @{key} has no checked type: load the module rg.infer_type "
+                                 "returns")
             self.leaf("RGlobal", key, t)
         return "RGlobal", (key,), (key,), key, ()
 
@@ -347,7 +354,7 @@ class BatchBuilder:
         for p in fn.params:
             self._var_leaf(p, var_key(p))
         body = memo[fn.body]
-        t = known_type(fn)
+        t = self._checked_type(fn)
         if not isinstance(t, FuncType):
             params = [self.state.leaf_type[("RVar", var_key(p))] for p in fn.params]
             t = FuncType(params, fn.ret_type or self.type_of(body))

@@ -52,20 +52,21 @@ class RelayEGraph:
     def load(self, program: IRModule | Function | Expr, *, entry: str = "main") -> int:
         """Put a program in (a module's ``entry`` function, a function, or an expression over its
         free variables); returns the handle of its body's class."""
-        from ..ty import infer_type, known_type
+        from ..ty import infer_type
 
         if isinstance(program, IRModule):
             fn = program[entry]
-            if known_type(fn) is None:  # InferType records the types of the nodes (nodes are shared)
-                infer_type(program)
+            types = program.checked_types
+            if types is None or fn not in types:  # a module InferType has not typed (as it is)
+                types = infer_type(program).checked_types
         elif isinstance(program, (Function, Expr)):
             fn = program if isinstance(program, Function) else Function(free_vars(program), program)
-            if known_type(fn) is None:
-                infer_type(IRModule.from_expr(fn))
+            types = infer_type(IRModule.from_expr(fn)).checked_types
         else:
             raise RelayError(f"RelayEGraph.load: expected an IRModule, Function or Expr, got "
                              f"{type(program).__name__}")
         self.function = fn
+        self.builder.checked = types
         self.root = self.builder.add_expr(fn.body, checked=True)
         self.flush()
         # The typing and signature rules run once over the program now: every signature is
@@ -91,6 +92,7 @@ class RelayEGraph:
         graph = RelayEGraph.from_journal(self.journal[:upto], self.root)
         graph.tables, graph.function = self.tables, self.function
         graph.builder = BatchBuilder(graph.state, graph.tables)
+        graph.builder.checked = self.builder.checked
         return graph
 
     def __reduce__(self):

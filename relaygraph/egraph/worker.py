@@ -46,6 +46,7 @@ class _RemoteGraph:
         state.handle_type = {h: type_from_data(d) for h, d in types.items()}
         state.next_handle = next_handle
         self.builder = BatchBuilder(state, egraph.tables)
+        self.builder.checked = egraph.builder.checked  # the program's types, for its variables
 
     def type_of(self, handle: int):
         return self.builder.type_of(handle)

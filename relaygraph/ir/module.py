@@ -16,7 +16,8 @@ class IRModule:
     """Maps GlobalVars to Functions and GlobalTypeVars to TypeData; globals may be mutually
     recursive. Nodes are immutable; a module is a small mutable table of them that passes copy."""
 
-    __slots__ = ("functions", "type_definitions", "_by_name", "_types_by_name", "attrs")
+    __slots__ = ("functions", "type_definitions", "_by_name", "_types_by_name", "attrs",
+                 "checked_types")
 
     def __init__(self, functions=None, type_definitions=None, attrs=None) -> None:
         self.functions: dict[GlobalVar, Function] = {}
@@ -24,6 +25,7 @@ class IRModule:
         self._by_name: dict[str, GlobalVar] = {}
         self._types_by_name: dict[str, GlobalTypeVar] = {}
         self.attrs: dict = dict(attrs or {})
+        self.checked_types = None  # the TypeMap of InferType's result (see ty/checked.py)
         for gtv, data in (type_definitions or {}).items():
             self.add_type(data, gtv)
         for gv, fn in (functions or {}).items():
@@ -151,7 +153,17 @@ class IRModule:
         new.type_definitions = dict(self.type_definitions)
         new._by_name = dict(self._by_name)
         new._types_by_name = dict(self._types_by_name)
+        new.checked_types = self.checked_types  # what a pass keeps is still typed as it was
         return new
+
+    def type_of(self, expr: Expr):
+        """The checked type of ``expr`` in this module (one InferType has typed)."""
+        if self.checked_types is None:
+            from ..errors import RelayError  # errors imports ir: not at the top
+
+            raise RelayError("this module has not been type-checked; use the module rg.infer_type "
+                             "returns")
+        return self.checked_types.type_of(expr)
 
     def __str__(self) -> str:
         from ..text import astext

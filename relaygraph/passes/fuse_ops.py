@@ -48,14 +48,18 @@ ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_EWISE, TUPLE, OPAQUE = (
 _SIMPLE_CONST = {"int32", "int64", "float32", "float64", "bool"}
 
 
-def _type(expr: Expr):
-    from ..ty import known_type
-
-    t = known_type(expr)
+def _type(types, expr: Expr):
+    t = types.get(expr)
     if t is None:
         raise RelayError("FuseOps needs checked types: run InferType first "
                          f"(no type for a {type(expr).__name__})")
     return t
+
+
+def _checked(mod):
+    if mod.checked_types is None:
+        raise RelayError("FuseOps needs checked types: run InferType first")
+    return mod.checked_types
 
 
 class _GNode:
@@ -72,7 +76,8 @@ class _GNode:
 class _Graph:
     """The indexed forward graph of a function body."""
 
-    def __init__(self, func: Function) -> None:
+    def __init__(self, func: Function, types) -> None:
+        self.types = types
         self.map: dict[Expr, _GNode] = {}
         self.order: list[_GNode] = []
         self.update(func, None, OPAQUE)
@@ -128,11 +133,11 @@ class _Graph:
                 self.update(e.op, node, OPAQUE)
             node.pattern = pattern
             self.update(e.op, None, OPAQUE)
-            rtype = _type(e)
+            rtype = _type(self.types, e)
             for arg in e.args:
                 edge = pattern
                 if edge == BROADCAST and isinstance(rtype, TensorType):
-                    atype = _type(arg)
+                    atype = _type(self.types, arg)
                     if isinstance(atype, TensorType) and atype.shape == rtype.shape:
                         edge = ELEMWISE
                 self.update(arg, node, edge)
@@ -141,13 +146,13 @@ class _Graph:
             node = self._node(e)
             node.pattern = TUPLE
             for field in e.fields:
-                if isinstance(_type(field), TensorType):
+                if isinstance(_type(self.types, field), TensorType):
                     self.update(field, node, INJECTIVE)
                 else:
                     self.update(field, None, OPAQUE)
             return e.children()
         if isinstance(e, TupleGetItem):
-            ttype = _type(e.tuple_value)
+            ttype = _type(self.types, e.tuple_value)
             if isinstance(ttype, TupleType) and all(isinstance(t, TensorType) for t in ttype.fields):
                 node = self._node(e)
                 node.pattern = INJECTIVE
@@ -361,9 +366,9 @@ def _broadcast_path(kind: PatternKind, is_sink: bool) -> bool:
 class _FuseMutator(ExprMutator):
     """Turns each group into a Primitive function called at the group's root."""
 
-    def __init__(self, gmap: dict[Expr, _Group]) -> None:
+    def __init__(self, gmap: dict[Expr, _Group], types) -> None:
         super().__init__()
-        self.gmap = gmap
+        self.gmap, self.types = gmap, types
         self.params: dict[_Group, list[tuple[Expr, Var]]] = {}
 
     def pre_rewrite(self, node):
@@ -389,7 +394,7 @@ class _FuseMutator(ExprMutator):
                     out.append(param)
                     break
             else:
-                param = Var(f"p{len(slots)}", _type(orig))
+                param = Var(f"p{len(slots)}", _type(self.types, orig))
                 slots.append((new, param))
                 out.append(param)
         return tuple(out)
@@ -413,7 +418,7 @@ class _FuseMutator(ExprMutator):
         new = Call(post.op, self._args(pre.args, post.args, group, pre), post.attrs,
                    post.type_args)
         if group.root_ref is pre:
-            return self._function(group, _type(pre), new)
+            return self._function(group, _type(self.types, pre), new)
         return new
 
     def rewrite_tuple(self, pre: Tuple, post: Tuple) -> Expr:
@@ -431,7 +436,7 @@ class _FuseMutator(ExprMutator):
         if group.root_ref is pre:
             if self._group(pre.tuple_value) is not group:
                 return post  # isolated projection of an opaque op's tuple
-            return self._function(group, _type(pre), new)
+            return self._function(group, _type(self.types, pre), new)
         return new
 
 
@@ -441,12 +446,17 @@ def _calls_in(body: Expr):
     return [n for n in iter_post_order(body) if isinstance(n, Call) and isinstance(n.op, Op)]
 
 
-def fuse_ops(func: Function, opt_level: int = 2, max_depth: int = 256) -> Function:
-    """Fuse the operators of one (type-checked) function into Primitive functions."""
-    graph = _Graph(func)
+def fuse_ops(func: Function, opt_level: int = 2, max_depth: int = 256, types=None) -> Function:
+    """Fuse the operators of one function into Primitive functions; ``types`` are its checked
+    types (the TypeMap of the typed module it belongs to; by default, its own inference)."""
+    if types is None:
+        from ..ty import infer_type_expr
+
+        types = infer_type_expr(func, with_types=True)[1]
+    graph = _Graph(func, types)
     groups = _Partitioner(graph, opt_level, max_depth).groups
     gmap = {g.ref: groups[i] for i, g in enumerate(graph.order)}
-    return _FuseMutator(gmap).visit(func)
+    return _FuseMutator(gmap, types).visit(func)
 
 
 def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 - Relay's pass name
@@ -454,6 +464,6 @@ def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 - Relay's pass name
 
     def run(func: Function, mod, ctx: PassContext) -> Function:
         level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
-        return fuse_ops(func, level, ctx.get_config("relay.FuseOps.max_depth"))
+        return fuse_ops(func, level, ctx.get_config("relay.FuseOps.max_depth"), _checked(mod))
 
     return function_pass(run, opt_level=0, name="FuseOps", required=["InferType"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import RelayError
 from ..ir.expr import Call, Constant, Expr, Op
 from ..ir.traversal import ExprMutator
 from ..ir.types import TensorType
@@ -21,10 +22,10 @@ _IDENTITY = {"add": 0, "subtract": 0, "multiply": 1, "divide": 1}
 _RIGHT_ONLY = {"subtract", "divide"}
 
 
-def _type(e: Expr):
-    from ..ty import known_type
-
-    return known_type(e)
+def _checked(mod):
+    if mod.checked_types is None:
+        raise RelayError("SimplifyExpr needs checked types: run InferType first")
+    return mod.checked_types
 
 
 def _is_op(e: Expr, name: str) -> bool:
@@ -36,15 +37,19 @@ def _all_equal(c: Expr, value: float) -> bool:
 
 
 class _Simplify(ExprMutator):
+    def __init__(self, types) -> None:
+        super().__init__()
+        self.types = types
+
     def rewrite_call(self, pre: Call, post: Call) -> Expr:
         if not isinstance(post.op, Op):
             return post
-        name, out_t = post.op.name, _type(pre)
+        name, out_t = post.op.name, self.types.get(pre)
         if name == "reshape":
             inner = post.args[0]
             while _is_op(inner, "reshape"):
                 inner = inner.args[0]
-            in_t = _type(_orig_data(pre))
+            in_t = self.types.get(_orig_data(pre))
             if isinstance(out_t, TensorType) and in_t == out_t:
                 return inner
             if inner is not post.args[0] and isinstance(out_t, TensorType) and out_t.is_concrete:
@@ -52,7 +57,7 @@ class _Simplify(ExprMutator):
             return post
         if name == "transpose" and _is_op(post.args[0], "transpose"):
             inner = post.args[0]
-            t_in = _type(pre.args[0].args[0]) if _is_op(pre.args[0], "transpose") else None
+            t_in = self.types.get(pre.args[0].args[0]) if _is_op(pre.args[0], "transpose") else None
             if isinstance(t_in, TensorType):
                 perm = _compose(_axes(inner, t_in.ndim), _axes(post, t_in.ndim))
                 if perm == list(range(t_in.ndim)):
@@ -60,16 +65,16 @@ class _Simplify(ExprMutator):
                 return Call(Op("transpose"), (inner.args[0],), {"axes": tuple(perm)})
             return post
         if name == "cast":
-            in_t = _type(pre.args[0])
+            in_t = self.types.get(pre.args[0])
             if isinstance(in_t, TensorType) and in_t.dtype == post.attrs.get("dtype"):
                 return post.args[0]
             return post
         if name in _IDENTITY and isinstance(out_t, TensorType):
             unit = _IDENTITY[name]
             x, c = post.args
-            if _all_equal(c, unit) and _type(pre.args[0]) == out_t:
+            if _all_equal(c, unit) and self.types.get(pre.args[0]) == out_t:
                 return x
-            if name not in _RIGHT_ONLY and _all_equal(x, unit) and _type(pre.args[1]) == out_t:
+            if name not in _RIGHT_ONLY and _all_equal(x, unit) and self.types.get(pre.args[1]) == out_t:
                 return c
         return post
 
@@ -93,12 +98,18 @@ def _compose(first: list[int], second: list[int]) -> list[int]:
     return [first[i] for i in second]
 
 
-def simplify_expr(expr: Expr) -> Expr:
-    """Apply the local simplifications bottom-up (types must be checked)."""
-    return _Simplify().visit(expr)
+def simplify_expr(expr: Expr, types=None) -> Expr:
+    """Apply the local simplifications bottom-up; ``types`` are the expression's checked types
+    (its typed module's TypeMap; by default, its own inference)."""
+    if types is None:
+        from ..ty import infer_type_expr
+
+        types = infer_type_expr(expr, with_types=True)[1]
+    return _Simplify(types).visit(expr)
 
 
 def SimplifyExpr():  # noqa: N802 - Relay's pass name
     """Collapse reshape/transpose chains and remove identity arithmetic and casts."""
-    return function_pass(lambda f, mod, ctx: simplify_expr(f), opt_level=0, name="SimplifyExpr",
+    return function_pass(lambda f, mod, ctx: simplify_expr(f, _checked(mod)), opt_level=0,
+                         name="SimplifyExpr",
                          required=["InferType"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import RelayError
 from ..ir.expr import Call, Constant, Expr, Op, TupleGetItem
 from ..ir.traversal import ExprMutator
 from ..ir.types import TensorType
@@ -31,12 +32,10 @@ def _expand_to_axis(bias: Expr, ndim: int, axis: int) -> Expr:
     return _op("expand_dims", bias, axis=1, num_newaxis=trailing) if trailing > 0 else bias
 
 
-def _data_type(expr: Expr) -> TensorType:
-    from ..ty import known_type
-
-    t = known_type(expr)
+def _data_type(types, expr: Expr) -> TensorType:
+    t = types.get(expr) if types is not None else None
     if not isinstance(t, TensorType):
-        raise ValueError("SimplifyInference needs checked types: run InferType first")
+        raise RelayError("SimplifyInference needs checked types: run InferType first")
     return t
 
 
@@ -76,28 +75,37 @@ def _layer_norm(call: Call, ttype: TensorType) -> Expr:
 
 
 class _Simplify(ExprMutator):
+    def __init__(self, types) -> None:
+        super().__init__()
+        self.types = types
+
     def rewrite_tuple_get_item(self, pre: TupleGetItem, post: TupleGetItem) -> Expr:
         inner = post.tuple_value
         if post.index != 0 or not isinstance(inner, Call) or not isinstance(inner.op, Op):
             return post
         if inner.op.name == "nn.batch_norm":
-            return _batch_norm(inner, _data_type(pre.tuple_value.args[0]))
+            return _batch_norm(inner, _data_type(self.types, pre.tuple_value.args[0]))
         if inner.op.name == "nn.dropout":
             return inner.args[0]
         return post
 
     def rewrite_call(self, pre: Call, post: Call) -> Expr:
         if isinstance(post.op, Op) and post.op.name == "nn.layer_norm":
-            return _layer_norm(post, _data_type(pre.args[0]))
+            return _layer_norm(post, _data_type(self.types, pre.args[0]))
         return post
 
 
-def simplify_inference(expr: Expr) -> Expr:
-    """Expand normalisations for inference and drop dropout (types must be checked)."""
-    return _Simplify().visit(expr)
+def simplify_inference(expr: Expr, types=None) -> Expr:
+    """Expand normalisations for inference and drop dropout; ``types`` are the expression's
+    checked types (its typed module's TypeMap; by default, its own inference)."""
+    if types is None:
+        from ..ty import infer_type_expr
+
+        types = infer_type_expr(expr, with_types=True)[1]
+    return _Simplify(types).visit(expr)
 
 
 def SimplifyInference():  # noqa: N802 - Relay's pass name
     """Replace batch_norm/layer_norm/dropout by their inference-time arithmetic."""
-    return function_pass(lambda f, mod, ctx: simplify_inference(f), opt_level=0,
+    return function_pass(lambda f, mod, ctx: simplify_inference(f, mod.checked_types), opt_level=0,
                          name="SimplifyInference", required=["InferType"])

@@ -17,7 +17,7 @@ import numpy as np
 from ..ir.expr import Call, Expr, Op, Tuple, Var
 from ..ir.types import TensorType, TupleType, Type
 from ..ops.registry import REQUIRED, PatternKind, lookup
-from ..ty import infer_type_expr, type_of
+from ..ty import TypeMap, infer_type_expr
 from .build import MISSING, BuildEnv, build
 from .cond import EvalEnv
 from .pattern import ALit, AVar, PCall, PIf, PLet, PTuple, PVar, children, walk
@@ -41,6 +41,7 @@ class Instance:
     binders: dict[str, Var] = field(default_factory=dict)
     lhs: list[Expr] = field(default_factory=list)  # the left side's roots, typed
     root_types: list[Type] = field(default_factory=list)
+    checked: TypeMap | None = None  # the left side's checked types
     computed: list = field(default_factory=list)  # the values of the computed attributes
 
     def env(self) -> BuildEnv:
@@ -198,8 +199,9 @@ class _Search:
         env.wildcard = lambda key, attr: wild.get((key, attr), MISSING)
         try:
             roots = [build(p, env) for p in self.rule.lhs]
-            infer_type_expr(Tuple(roots))
-            inst.lhs, inst.root_types = roots, [type_of(r) for r in roots]
+            checked = infer_type_expr(Tuple(roots), with_types=True)[1]
+            inst.lhs, inst.root_types = roots, [checked.type_of(r) for r in roots]
+            inst.checked = checked
         except Exception:  # noqa: BLE001 - any failure to build or type-check: try other choices
             return None
         cenv = condition_env(self.rule, inst)
@@ -251,7 +253,7 @@ def condition_env(rule: Rule, inst: Instance) -> EvalEnv:
         e = inst.leaves.get(name)
         if isinstance(e, Var):
             return inst.types[name]
-        return None if e is None else type_of(e)
+        return None if e is None else inst.checked.type_of(e)
 
     def occurrences(binder: str, name: str):
         var = inst.binders.get(binder)

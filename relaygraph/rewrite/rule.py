@@ -231,8 +231,7 @@ def _concrete(v) -> bool:
 def _same_types(rule: Rule, exprs: list[Expr], leaf_vars: dict, type_of) -> bool:
     """Whether the new expressions, typed from the leaves' types, have the roots' types."""
     from ..ir.traversal import substitute
-    from ..ty import infer_type
-    from ..ty import type_of as checked_type
+    from ..ty import infer_type_expr
 
     mapping = {}
     for name, var in leaf_vars.items():
@@ -243,7 +242,8 @@ def _same_types(rule: Rule, exprs: list[Expr], leaf_vars: dict, type_of) -> bool
     for root, e in zip(rule.roots, exprs, strict=True):
         want = type_of(root)
         try:
-            got = checked_type(infer_type(substitute(e, mapping)))
+            typed, checked = infer_type_expr(substitute(e, mapping), with_types=True)
+            got = checked.type_of(typed)
         except Exception:  # noqa: BLE001 - a right side that does not type-check is not applied
             return False
         if want is not None and format_type(got) != format_type(want):

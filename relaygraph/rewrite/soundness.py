@@ -22,7 +22,7 @@ from ..ir.traversal import free_vars, substitute
 from ..ir.types import format_type
 from ..ops.domains import draw
 from ..ops.registry import lookup
-from ..ty import infer_type_expr, type_of
+from ..ty import infer_type_expr
 from .build import BuildError, build
 from .instantiate import Instance, instantiate, leaf_roles
 from .pattern import PCall, walk
@@ -129,13 +129,13 @@ class _CheckGraph:
                 self.exprs[name] = build(prebuilt[name], env)
             else:
                 self.exprs[name] = inst.leaves[name]
-        infer_type_expr(Tuple(list(self.exprs.values())))
+        self.checked = infer_type_expr(Tuple(list(self.exprs.values())), with_types=True)[1]
 
     def bindings(self) -> dict[str, int]:
         return {n: i for i, n in enumerate(self.names)}
 
     def type_of(self, handle: int):
-        return type_of(self.exprs[self.names[handle]])
+        return self.checked.type_of(self.exprs[self.names[handle]])
 
 
 def _right_side(rule: Rule, inst: Instance) -> list[Expr]:
@@ -166,12 +166,12 @@ def _check_types(rule: Rule, inst: Instance, rhs: list[Expr]) -> None:
             raise RuleError(f"rule {rule.name}: the right side uses ?{name} outside the let that "
                             "binds it", rule.span)
     try:
-        infer_type_expr(Tuple(rhs))
+        checked = infer_type_expr(Tuple(rhs), with_types=True)[1]
     except Exception as exc:  # noqa: BLE001 - any type error on the right side refuses the rule
         raise RuleError(f"rule {rule.name}: the right side does not type-check where the left "
                         f"side does ({_describe(rule, inst)}): {exc}", rule.span) from None
     for i, (want, e) in enumerate(zip(inst.root_types, rhs, strict=True)):
-        got = type_of(e)
+        got = checked.type_of(e)
         if format_type(got) != format_type(want):
             which = f" (root {i})" if rule.multi else ""
             raise RuleError(f"rule {rule.name} changes type{which}: {format_type(want)} vs "

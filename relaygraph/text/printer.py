@@ -53,11 +53,12 @@ _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_/]|/(?=[/*])")
 def astext(node, show_types: bool = False) -> str:
     """Relay text for an IRModule, an expression or a type, as TVM's ``astext()`` prints it.
 
-    ``show_types`` adds ``/* ty=... */`` after bindings whose type is known.
+    ``show_types`` adds ``/* ty=... */`` after bindings whose type is known: for a typed module,
+    the types it owns; for an expression, those of the live results that checked it.
     """
     if isinstance(node, Type) and not isinstance(node, TypeData):
         return format_type(node)
-    printer = _Printer(show_types)
+    printer = _Printer(show_types, node.checked_types if isinstance(node, IRModule) else None)
     with paused_gc():
         if isinstance(node, IRModule):
             body = printer.module(node)
@@ -125,9 +126,9 @@ def _render(pieces) -> str:
 class _Printer:
     """One printing: names, temporaries and metadata are shared by all items of a module."""
 
-    def __init__(self, show_types: bool) -> None:
+    def __init__(self, show_types: bool, types=None) -> None:
         self.show_types = show_types
-        self.known_type = _type_oracle() if show_types else None
+        self.known_type = _type_oracle(types) if show_types else None
         self.used: dict[str, int] = {}
         self.var_names: dict[Var, str] = {}
         self.counter = 0
@@ -431,9 +432,15 @@ class _Printer:
         return f"type {head} {{\n" + "\n".join(ctors) + ("\n}" if ctors else "}")
 
 
-def _type_oracle():
+def _type_oracle(types):
+    """The type to print after a node: its one checked type (none when it has several)."""
     try:
-        from ..ty import known_type
+        from ..ty import types_of
     except ImportError:
         return lambda node: None
-    return known_type
+
+    def one(node):
+        found = types_of(node, types)
+        return found[0] if len(found) == 1 else None
+
+    return one

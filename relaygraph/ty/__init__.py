@@ -1,7 +1,8 @@
 """Types with symbolic shapes, type relations and InferType.
 
-``infer_type(mod_or_expr)`` type-checks a program; ``type_of(expr)`` / ``known_type(expr)`` read
-the checked types it records (see ``checked.py`` for how they are stored).
+``infer_type(mod_or_expr)`` type-checks a program; ``type_of(expr, mod=typed)`` /
+``known_type(expr, mod=typed)`` read the checked types its result owns (a ``TypeMap``; without
+``mod``, the live results that checked ``expr``: see ``checked.py``).
 
 The type core (types, dims, solver) sits below the op table, which imports it; InferType sits
 above the op table, so this package loads it (``infer.py``) on first use, not on import.
@@ -24,14 +25,14 @@ from ..ir.types import (
     format_type,
     scalar_type,
 )
-from .checked import known_type, type_of
+from .checked import TypeMap, known_type, type_of, types_of
 from .dims import is_symbolic, parse_dim, simplify_dim, sym
 
 __all__ = [
     "Any", "AnyDim", "FuncType", "GlobalTypeVar", "IncompleteType", "Kind", "RefType", "TensorType",
-    "TupleType", "Type", "TypeCall", "TypeRelation", "TypeVar", "format_type", "infer_type",
+    "TupleType", "Type", "TypeCall", "TypeMap", "TypeRelation", "TypeVar", "format_type", "infer_type",
     "infer_type_expr", "is_symbolic", "known_type", "parse_dim", "scalar_type", "simplify_dim",
-    "sym", "type_of",
+    "sym", "type_of", "types_of",
 ]
 
 

@@ -6,7 +6,7 @@ Operator calls whose argument types are all known are checked on the spot throug
 relation (the fast path of concrete models); the others become constraints that wait on their
 holes (see ``solver.py``). Generic functions and ADT constructors are instantiated per call.
 ``if`` branches and ``match`` arms are unified, a complete ``match`` is checked for
-exhaustiveness, and the result records every node's type in the side table of ``checked.py``.
+exhaustiveness, and the result carries every node's type in its own ``TypeMap`` (``checked.py``).
 Like TVM, the typed program gets the annotations inference found: unannotated variables and
 functions without a return type are rebuilt with them.
 """
@@ -36,7 +36,7 @@ from ..ir.node import Node, paused_gc
 from ..ir.traversal import ExprMutator, free_vars
 from ..ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, format_type
 from ..ops import registry
-from .checked import record_types
+from .checked import TypeMap, publish
 from .exhaustive import missing_case
 from .solver import Mismatch, Solver, has_holes, subst_type
 
@@ -106,7 +106,7 @@ class _Checker:
         # values of different types, so every use instantiates the node's type scheme afresh
         self.inst_holes: set = set()
         self.poly: dict = {}
-        self.poly_first: dict = {}
+        self.poly_uses: dict = {}  # poly node -> its type at each use (all are recorded)
         self.match_data: dict = {}
         self._opdefs: dict = {}
         self._handlers = {
@@ -158,7 +158,11 @@ class _Checker:
             return self.solver.find(self.types[node])
         t, holes = scheme
         inst = subst_type(t, {h: self.solver.fresh() for h in holes}, holes=True)
-        self.poly_first.setdefault(node, inst)
+        uses = self.poly_uses.get(node)
+        if uses is None:
+            self.poly_uses[node] = [inst]
+        else:
+            uses.append(inst)
         return inst
 
     def _maybe_poly(self, node: Node) -> None:
@@ -484,8 +488,9 @@ class _Checker:
         return FuncType(params, fn.ret_type or self.solver.fresh(), fn.type_params)
 
     # -- results ------------------------------------------------------------------------------
-    def finish(self) -> dict[Node, Type]:
-        """Every checked node's final type; errors for what could not be inferred."""
+    def finish(self) -> tuple[dict[Node, Type], dict[Node, tuple]]:
+        """Every checked node's final type, and the nodes used at several types with all of
+        them; errors for what could not be inferred."""
         self.drain()
         for c in self.constraints:
             if not c.done:
@@ -493,14 +498,25 @@ class _Checker:
                         else "the tuple type")
                 raise self.error(c.node, f"cannot infer {what}; annotate the inputs")
         final: dict[Node, Type] = {}
-        resolve = self.solver.resolve
+        resolve, poly_uses = self.solver.resolve, self.poly_uses
         for node, t in self.types.items():
-            r = resolve(self.poly_first.get(node, t))
+            uses = poly_uses.get(node)
+            r = resolve(t if uses is None else uses[0])
             if type(r) is not TensorType and has_holes(r):
                 raise self.error(node, f"cannot infer its type (got {format_type(r)}); add a type "
                                        "annotation")
             final[node] = r
-        return final
+        several: dict[Node, tuple] = {}
+        for node, uses in poly_uses.items():
+            distinct = list(dict.fromkeys(resolve(u) for u in uses))  # types are interned
+            if len(distinct) > 1:
+                for r in distinct:
+                    if type(r) is not TensorType and has_holes(r):
+                        raise self.error(node, f"cannot infer its type (got {format_type(r)}); "
+                                               "add a type annotation")
+                several[node] = tuple(distinct)
+                del final[node]
+        return final, several
 
 
 class _Annotate(ExprMutator):
@@ -523,8 +539,8 @@ class _Annotate(ExprMutator):
         return post
 
 
-def _finish_exprs(ck: _Checker, final: dict, roots: list) -> list:
-    """Rebuild the roots with found annotations, record every type, return the new roots."""
+def _finish_exprs(ck: _Checker, final: dict, several: dict, roots: list) -> tuple[list, TypeMap]:
+    """Rebuild the roots with found annotations; returns the new roots and every node's type."""
     fix = {v: final[v] for v in ck.unannotated if v in final}
     if fix or ck.untyped_functions:
         mutator = _Annotate(final, fix)
@@ -541,19 +557,32 @@ def _finish_exprs(ck: _Checker, final: dict, roots: list) -> list:
             extra[new] = final[old]
             if old.span is not None and new.span is None:
                 new.with_span(old.span)
+        elif new is not old and old in several:
+            several[new] = several[old]
     final.update(extra)
-    record_types(final.items())
-    return new_roots
+    return new_roots, TypeMap(final, several)
 
 
-def infer_type_expr(expr: Expr, mod: IRModule | None = None) -> Expr:
+def infer_type_expr(expr: Expr, mod: IRModule | None = None, *, with_types: bool = False):
     """Type-check an expression (globals and ADTs from ``mod``); returns it with annotations
-    filled in, every node's type recorded (``type_of``)."""
+    filled in (and, ``with_types``, the TypeMap of every node's type: ``(expr, types)``).
+
+    The types stay readable through ``rg.type_of`` while the returned expression lives."""
     if not isinstance(expr, Expr):
         raise RelayError(f"infer_type_expr: expected an Expr, got {type(expr).__name__}")
+    context = _context_key(mod) if mod is not None else ()
     mod = mod if mod is not None else IRModule()
     with paused_gc():
-        return _infer_expr(expr, mod)
+        out, types = _infer_expr(expr, mod)
+    publish(types, (out,), ("expr", id(out), context))
+    return (out, types) if with_types else out
+
+
+def _context_key(mod: IRModule) -> tuple:
+    """What a module contributes to a type: its functions and ADTs (ids, so the key does not keep
+    them alive; see ``checked.publish``)."""
+    return (tuple(id(x) for kv in mod.functions.items() for x in kv),
+            tuple(id(x) for kv in mod.type_definitions.items() for x in kv))
 
 
 def _check_globals(ck: _Checker, fns: list) -> None:
@@ -564,37 +593,40 @@ def _check_globals(ck: _Checker, fns: list) -> None:
         ck.unify(fn, ck.global_types[gv], ck.check(fn), f"@{gv.name_hint}'s signature")
 
 
-def _infer_expr(expr: Expr, mod: IRModule) -> Expr:
+def _infer_expr(expr: Expr, mod: IRModule) -> tuple[Expr, TypeMap]:
     ck = _Checker(mod)
     _check_globals(ck, list(mod.functions.items()))
     ck.check(expr)
-    final = ck.finish()
-    (out,) = _finish_exprs(ck, final, [expr])
-    return out
+    final, several = ck.finish()
+    (out,), types = _finish_exprs(ck, final, several, [expr])
+    return out, types
 
 
 def infer_type(mod_or_expr):
-    """Type-check a module (returning a new, typed IRModule) or an expression (returning it
-    typed); every node's checked type is then available through ``type_of``."""
+    """Type-check a module (returning a new, typed IRModule that owns its checked types) or an
+    expression (returning it typed); ``rg.type_of`` then reads every node's checked type."""
     if isinstance(mod_or_expr, Expr):
         return infer_type_expr(mod_or_expr)
     if not isinstance(mod_or_expr, IRModule):
         raise RelayError(f"infer_type: expected an IRModule or an Expr, got "
                          f"{type(mod_or_expr).__name__}")
     with paused_gc():
-        return _infer_module(mod_or_expr)
+        out = _infer_module(mod_or_expr)
+    publish(out.checked_types, out.functions.values(), ("module", _context_key(out)))
+    return out
 
 
 def _infer_module(mod: IRModule) -> IRModule:
     ck = _Checker(mod)
     fns = list(mod.functions.items())
     _check_globals(ck, fns)
-    final = ck.finish()
+    final, several = ck.finish()
     for gv in ck.global_types:
         final[gv] = ck.solver.resolve(ck.global_types[gv])
-    new_fns = _finish_exprs(ck, final, [fn for _, fn in fns])
+    new_fns, types = _finish_exprs(ck, final, several, [fn for _, fn in fns])
     out = mod.copy()
     for (gv, _), fn in zip(fns, new_fns, strict=True):
         out.functions[gv] = fn
+    out.checked_types = types
     return out
 
