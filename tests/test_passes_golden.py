@@ -5,6 +5,7 @@ with ``RELAYGRAPH_REGEN_GOLDEN=1 pytest tests/test_passes_golden.py``."""
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import relaygraph as rg
@@ -35,3 +36,24 @@ def test_golden_pass_output(path):
     assert got == expected_path.read_text()
     # The printed result is itself valid Relay that parses back to the same program.
     assert rg.alpha_equal(rg.parse(got), out)
+
+
+def _flatten(value):
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _flatten(v)]
+    return [np.asarray(value)]
+
+
+@pytest.mark.parametrize("name", ["fold_constant", "fold_constant_tvm_rules"])
+def test_folding_preserves_the_value(name):
+    mod = rg.text.parse_file(GOLDEN / f"{name}.relay")
+    folded = rg.parse((GOLDEN / f"{name}.expected.relay").read_text())
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d) for d in p.type_annotation.shape]).astype(
+        p.type_annotation.dtype) for p in mod["main"].params]
+    before = _flatten(rg.evaluate(mod, *args, executor=False))
+    after = _flatten(rg.evaluate(folded, *args, executor=False))
+    assert len(before) == len(after)
+    for b, a in zip(before, after, strict=True):
+        assert b.dtype == a.dtype and b.shape == a.shape
+        np.testing.assert_allclose(a, b, rtol=1e-6)

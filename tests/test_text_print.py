@@ -293,3 +293,50 @@ def test_calls_print_per_use_when_the_program_touches_references():
     g = Function([x], op("exp", x))
     shared = Call(g, (const(1.0),))
     assert astext(Tuple([shared, shared])).count("(1f)") == 1
+
+
+def test_metadata_constants_are_numbered_in_tvms_visiting_order():
+    # TVM numbers a tensor constant when it visits it: the subgraph below a call depth first,
+    # arguments in turn, so the first argument's constant comes before the second's inside.
+    c0, c1 = rg.ir.Constant(np.arange(3, dtype="float32")), rg.ir.Constant(np.ones(3, "float32"))
+    e = op("add", c1, op("exp", c0))
+    assert body(astext(e)).startswith("%0 = exp(meta[relay.Constant][1]);\n"
+                                      "add(meta[relay.Constant][0], %0)")
+    back = roundtrip(e)
+    assert back.args[0] is c1 and back.args[1].args[0] is c0
+
+
+def test_free_variables_are_declared_where_tvm_first_prints_them():
+    x, y = Var("x", F32), Var("y", F32)
+    e = op("add", op("log", x), y)
+    assert body(astext(e)) == (
+        "free_var %x: float32;\n%0 = log(%x);\nfree_var %y: float32;\nadd(%0, %y)")
+    roundtrip(e)
+
+
+def test_a_callee_is_bound_after_the_arguments_nearest_its_call():
+    x, a = Var("x", F32), Var("a", F32)
+    f = Function([a], op("negative", a))
+    closure = Let(Var("k"), const(0.0), f)  # a bound, non-atomic callee
+    e = Function([x], Call(closure, (op("exp", x),)))
+    assert body(astext(e)) == (
+        "fn (%x: float32) {\n"
+        "  %0 = exp(%x);\n"
+        "  %1 = (\n"
+        "    let %k = 0f;\n"
+        "    fn (%a: float32) {\n"
+        "      negative(%a)\n"
+        "    }\n"
+        "  );\n"
+        "  %1(%0)\n"
+        "}")
+    roundtrip(e)
+
+
+def test_a_free_variable_of_a_def_is_declared_in_its_body():
+    x, y = Var("x", F32), Var("y", F32)
+    mod = IRModule()
+    mod.add("main", Function([x], op("add", x, y)))
+    text = astext(mod)
+    assert text == HEADER + "def @main(%x: float32) {\n  free_var %y: float32;\n  add(%x, %y)\n}\n"
+    assert rg.alpha_equal(parse(text)["main"], mod["main"], map_free_vars=True)

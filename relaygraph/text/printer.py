@@ -9,8 +9,10 @@ annotations; calls show only attributes that differ from the op's defaults; tens
 go to the ``#[metadata]`` section. Interning makes equal reads of a reference cell one node, so
 nodes that touch references are the exception to sharing: each use prints its own binding.
 
-Printing is one pass over the DAG to place nodes, then a walk that emits each binding just
-before its first use. Nested scopes are printed through an explicit stack of generators, so
+Printing is one pass over the DAG to place nodes, then a walk in TVM's order (see
+``g_visit``): a call's callee is visited before its arguments, but its arguments are bound
+before its callee, so the callee's binding is nearest the call; free variables are declared
+where they are first printed. Nested scopes are printed through an explicit stack of generators, so
 neither long chains nor deep nesting recurse in Python.
 """
 
@@ -47,6 +49,8 @@ from .source import VERSION
 __all__ = ["astext"]
 
 HEADER = f'#[version = "{VERSION}"]'
+_VISITED_ATOMS = (Constant, Var)
+_DATAFLOW = (Call, Tuple, TupleGetItem)  # the nodes TVM's printer visits depth first
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_/]|/(?=[/*])")
 
 
@@ -134,6 +138,7 @@ class _Printer:
         self.counter = 0
         self.meta: list[Constant] = []
         self.meta_index: dict[Constant, int] = {}
+        self.free_text: dict[Var, str] = {}  # free variable -> its declaration
         self.attr_cache: dict = {}
 
     # -- entry points ---------------------------------------------------------------------------
@@ -159,11 +164,15 @@ class _Printer:
         scope = Scope(None)
         self.layout = Layout(expr, scope, walk, effectful_calls)
         self.names: dict = {}  # bound node -> %N, for this root
-        for var in self.layout.free:
-            if var not in self.var_names:
-                scope.lines.append(f"free_var {self.binder(var)};")
+        self.texts: dict = {}  # node -> its text, made but not yet bound
+        self.free = set(self.layout.free)
+        self.declared: set = set()
+        self.fresh_seen: set = set()  # nodes printed at each use, already visited
         if def_prefix is not None:
+            # TVM declares a def's free variables inside its body, where it first meets them.
+            self.top = self.layout.scopes[expr] if type(expr) is Function else scope
             return _render(self.run(self.g_function(expr, def_prefix)))
+        self.top = scope
         return _render(self.run(self.g_scope(scope, expr)))
 
     @staticmethod
@@ -205,6 +214,11 @@ class _Printer:
         name = self.var_names[var] = self.names[var] = self.unique("%" + clean_name(var.name_hint, "v"))
         text = name if var.type_annotation is None else f"{name}: {format_type(var.type_annotation)}"
         return text + self.type_comment(var)
+
+    def free_binder(self, var: Var) -> str:
+        """Name a free variable where TVM first visits it; its declaration prints later."""
+        text = self.free_text[var] = self.binder(var)
+        return text
 
     def type_comment(self, node) -> str:
         if self.known_type is None:
@@ -248,22 +262,9 @@ class _Printer:
             self.meta.append(const)
         return f"meta[relay.Constant][{k}]"
 
-    def flat(self, node, fresh: dict | None = None) -> str:
-        """The text of a node without nested scopes; its operands are already printed.
-
-        ``fresh`` gives, by operand position, the names bound for effectful operands.
-        """
+    def flat(self, node, ops: list) -> str:
+        """The text of a node without nested scopes, given its operands' texts."""
         cls = type(node)
-        if cls is Call and not fresh:  # the common case, kept short
-            ref = self.ref
-            parts = [ref(a) for a in node.args]
-            if node.attrs:
-                parts.extend(format_attrs(node, self.attr_cache))
-            return f"{ref(node.op)}({', '.join(parts)})"
-        if fresh:
-            ops = [fresh[i] if i in fresh else self.ref(c) for i, c in enumerate(operands(node))]
-        else:
-            ops = [self.ref(c) for c in operands(node)]
         if cls is Call:
             parts = ops[1:]
             if node.attrs:
@@ -281,93 +282,147 @@ class _Printer:
             return f"ref_write({ops[0]}, {ops[1]})"
         raise NotImplementedError(f"printing {cls.__name__} nodes")
 
-    # -- emitting bindings -------------------------------------------------------------------------
-    def g_emit(self, node):
-        """Bind ``node`` and every bound node it needs (children first), iteratively."""
-        layout = self.layout
-        names = self.names
-        bound = layout.bound
+    # -- TVM's printing order --------------------------------------------------------------------
+    # TVM makes the text of a call, tuple or projection in two steps. It first visits the nodes
+    # below it depth first, a call's callee before its arguments, making each node's text once
+    # its operands' texts are made (constants get their metadata index, free variables their name,
+    # in this order). Making a node's text prints its operands in turn, a call's arguments before
+    # its callee, and the first print of a non-atomic operand binds it as ``%N = ...;``. So the
+    # bindings of one node's operands come together, just before its own text is made, and
+    # temporaries are numbered in that order. Other nodes (if, match, references, functions,
+    # lets) print each operand in turn: its subgraph is visited, then it is bound.
+    def g_visit(self, node):
+        """Make the text of ``node`` and of every node below it not made yet, in TVM's order."""
+        texts, names, fresh, seen = self.texts, self.names, self.layout.fresh, self.fresh_seen
         stack = [node]
+        expanded: set = set()
         while stack:
             n = stack[-1]
-            if n in names:
+            cls = type(n)
+            if cls is Constant or cls is Var:  # atoms TVM visits: metadata index, free name
+                stack.pop()
+                if cls is Constant:
+                    self.constant(n)
+                elif n in self.free and n not in self.var_names:
+                    self.free_binder(n)
+                continue
+            if n in texts or n in names or (n in fresh and n in seen and n not in expanded):
                 stack.pop()
                 continue
-            if type(n) is Call:  # (the common case, without building the operand tuple)
-                pending = [c for c in n.args if c in bound and c not in names]
-                if n.op in bound and n.op not in names:
-                    pending.insert(0, n.op)
-            else:
-                pending = [c for c in operands(n) if c in bound and c not in names]
-            if pending:
-                stack.extend(reversed(pending))
+            if n not in expanded:
+                expanded.add(n)
+                if n in fresh:
+                    seen.add(n)
+                    if cls not in _DATAFLOW:
+                        stack.pop()  # printed anew at each use, operands in turn
+                        continue
+                if cls is Call:
+                    kids = (n.op, *n.args)
+                elif cls is Tuple:
+                    kids = n.fields
+                elif cls is TupleGetItem:
+                    kids = (n.tuple_value,)
+                else:
+                    continue  # visited as a whole when its text is made
+                for i in range(len(kids) - 1, -1, -1):
+                    c = kids[i]
+                    if c not in texts and c not in names and (
+                            type(c) in _VISITED_ATOMS or not is_atom(c)):
+                        stack.append(c)
                 continue
             stack.pop()
-            fresh = (yield from self.g_freshoperands(n, layout.home[n])) if layout.fresh else None
-            if type(n) in SCOPED:
-                text = yield self.g_text(n, fresh)
+            if n in fresh:  # its text is made at each use; its shared operands bind now
+                ops = operands(n)
+                for k in range(1, len(ops) + 1) if cls is Call else range(len(ops)):
+                    if ops[k % len(ops)] not in fresh:
+                        yield from self.g_use(ops[k % len(ops)])
+                continue
+            if cls in SCOPED:
+                texts[n] = yield self.g_text(n)
             else:
-                text = self.flat(n, fresh)
-            name = self.temp()
-            names[n] = name
-            layout.home[n].lines.append(_wrap(f"{name} = ", text, self.type_comment(n) + ";"))
+                texts[n] = self.flat(n, (yield self.g_operands(n, self.layout.home[n])))
+
+    def g_use(self, node):
+        """Print ``node`` as an operand for the first time: bind it (visiting it first if need be)."""
+        if is_atom(node):
+            if type(node) is Var and node in self.free and node not in self.declared:
+                self.declared.add(node)
+                decl = self.free_text.get(node) or self.free_binder(node)
+                self.top.lines.append(f"free_var {decl};")
+            return
+        if node in self.names:
+            return
+        if node not in self.texts:
+            yield from self.g_visit(node)
+        text = self.texts.pop(node)
+        name = self.temp()
+        self.names[node] = name
+        self.layout.home[node].lines.append(_wrap(f"{name} = ", text, self.type_comment(node) + ";"))
+
+    def g_operand(self, node, scope: Scope):
+        """The text of an operand, printed (and bound, on first use) in ``scope``."""
+        if node in self.layout.fresh:
+            return (yield self.g_fresh(node, scope))
+        yield from self.g_use(node)
+        return self.ref(node)
+
+    def g_operands(self, node, scope: Scope):
+        """The texts of a flat node's operands (in ``operands`` order), printed in TVM's order."""
+        ops = operands(node)
+        texts = [None] * len(ops)
+        # A call prints its arguments before its callee.
+        order = range(1, len(ops) + 1) if type(node) is Call else range(len(ops))
+        for k in order:
+            i = k % len(ops)
+            texts[i] = yield from self.g_operand(ops[i], scope)
+        return texts
 
     def temp(self) -> str:
         name = f"%{self.counter}"
         self.counter += 1
         return name
 
-    def g_freshoperands(self, node, scope: Scope):
-        """Bind each use of the node's effectful operands; returns {position: name} or None."""
-        fresh = None
-        for i, c in enumerate(operands(node)):
-            if c in self.layout.fresh:
-                if fresh is None:
-                    fresh = {}
-                fresh[i] = yield self.g_fresh(c, scope)
-        return fresh
-
     def g_fresh(self, node, scope: Scope):
         """Bind one use of an effectful node in ``scope``: interning made equal reads of a
         cell one node, but every occurrence reads anew, so each use gets its own binding."""
-        for c in operands(node):
-            if c in self.layout.bound and c not in self.names:
-                yield from self.g_emit(c)
-        fresh = yield from self.g_freshoperands(node, scope)
+        if node not in self.fresh_seen:
+            yield from self.g_visit(node)
+        text = self.flat(node, (yield self.g_operands(node, scope)))
         name = self.temp()
-        scope.lines.append(f"{name} = {self.flat(node, fresh)}{self.type_comment(node)};")
+        scope.lines.append(f"{name} = {text}{self.type_comment(node)};")
         return name
 
     def g_value(self, node, scope: Scope):
         """The text of a node in an inline position (a scope's result or a let's value)."""
         if is_atom(node):
+            yield from self.g_use(node)
             return self.ref(node)
         if node in self.layout.bound:
-            yield from self.g_emit(node)
+            yield from self.g_use(node)
             return self.names[node]
-        for c in operands(node):
-            if c in self.layout.bound and c not in self.names:
-                yield from self.g_emit(c)
-        fresh = yield from self.g_freshoperands(node, scope)
-        if type(node) in SCOPED:
-            text = yield self.g_text(node, fresh)
+        if node in self.layout.fresh:  # printed anew at each use
+            if node not in self.fresh_seen:
+                yield from self.g_visit(node)
+            text = self.flat(node, (yield self.g_operands(node, scope)))
         else:
-            text = self.flat(node, fresh)
+            yield from self.g_visit(node)
+            text = self.texts.pop(node)
         return _wrap("", text, self.type_comment(node)) if self.known_type else text
 
-    def g_text(self, node, fresh: dict | None = None):
+    def g_text(self, node):
         """The text of a node that holds scopes (function, if, match, parenthesized let)."""
         cls = type(node)
         if cls is Function:
             return (yield from self.g_function(node, "fn "))
         if cls is If:
-            cond = fresh[0] if fresh else self.ref(node.cond)
+            cond = yield from self.g_operand(node.cond, self.layout.home[node])
             t, f = self.layout.scopes[node]
             then = yield self.g_scope(t, node.true_branch)
             other = yield self.g_scope(f, node.false_branch)
             return [f"if ({cond}) {{", _Block(then), "} else {", _Block(other), "}"]
         if cls is Match:
-            return (yield from self.g_match(node, fresh[0] if fresh else self.ref(node.data)))
+            data = yield from self.g_operand(node.data, self.layout.home[node])
+            return (yield from self.g_match(node, data))
         inner = yield self.g_scope(self.layout.scopes[node], node)  # a let, in parentheses
         return ["(", _Block(inner), ")"]
 
