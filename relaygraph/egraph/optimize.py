@@ -228,12 +228,13 @@ def _constant_discount(graph) -> None:
             graph.costs[i] = 0.0
 
 
-def _program_cost(func: Function, cost: str) -> float:
-    """The DAG cost of one program under a cost model (the same costing as extraction)."""
+def _program_cost(mod: IRModule, name: str, cost: str) -> float:
+    """The DAG cost of one function of a module under a cost model (the same costing as
+    extraction; the module gives the types of the globals it calls)."""
     from .bridge import RelayEGraph
     from .extract import check, tree
 
-    eg = RelayEGraph(IRModule.from_expr(func))
+    eg = RelayEGraph(mod, entry=name)
     graph = eg.extraction_graph(cost)
     _constant_discount(graph)
     return check(graph, tree(graph).choice)
@@ -385,8 +386,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     ops_after = _op_histogram(after)
     res = OptimizeResult(
         module=optimized, original=mod, cost_model=cost if isinstance(cost, str) else "custom",
-        extractor=extractor, cost_before=sum(_program_cost(f, cost) for f in before),
-        cost_after=sum(_program_cost(f, cost) for f in after),
+        extractor=extractor, cost_before=sum(_program_cost(mod, name, cost) for name in rewritten),
+        cost_after=sum(_program_cost(compact, name, cost) for name in rewritten),
         saturation=reports.get(entry) or next(iter(reports.values())),
         extraction_seconds=extraction_seconds, optimal=optimal,
         nodes_before=sum(program_stats(f)["nodes"] for f in before),
