@@ -198,3 +198,58 @@ def test_a_fused_group_reading_fields_of_a_tuple_parameter_is_one_numexpr_progra
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, np.maximum(-data, 0) + data, rtol=1e-6)
     assert values_equal(out, rg.evaluate(func, data, executor=False))
+
+
+def test_every_fused_op_definition_agrees_with_its_kernel_and_is_recognised():
+    from relaygraph.ops import fused_ops
+    from relaygraph.ops.registry import lookup
+
+    rng = np.random.default_rng(2)
+    for name in fused_ops.FUSED_OPS:
+        record = lookup(name)
+        assert fused_ops.definition(name) is not None, name
+        for types, attrs in record.examples:
+            params = [Var(f"p{i}", t) for i, t in enumerate(types)]
+            canonical = record.canonical_attrs(attrs)
+            body = fused_ops.expand(name, params, canonical)
+            assert not any(isinstance(n, Call) and n.op.name.startswith("fused.")
+                           for n in rg.post_order(body) if isinstance(n, Call))
+            found, found_attrs, args = fused_ops.recognise(body)
+            assert found == name and list(args) == params
+            assert record.resolve(found_attrs) == record.resolve(canonical)
+            vals = [rng.standard_normal(t.shape).astype(t.dtype) for t in types]
+            want = rg.evaluate(Function(params, body), *vals, executor=False)  # the parts, op by op
+            np.testing.assert_allclose(record.kernel(vals, canonical), want, rtol=1e-5, atol=1e-6)
+            group = primitive(params, body)
+            kernel = fused_kernel(group)
+            assert kernel.label == name and fused_kernel(group, "sequence").label != name
+            np.testing.assert_allclose(kernel(vals), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_group_that_differs_from_a_fused_op_is_not_taken_for_it():
+    p0, p1, p2 = fvar("p0", (2, 8)), fvar("p1", (4, 8)), fvar("p2", (4,))
+    dense = make_call("nn.dense", p0, p1)
+    exact = primitive([p0, p1, p2], make_call("nn.relu", make_call("nn.bias_add", dense, p2, axis=-1)))
+    assert fused_kernel(exact).label == "fused.dense_bias_relu"
+    # a different activation, a different attribute, or an input computed inside the group
+    for body in [make_call("sigmoid", make_call("nn.bias_add", dense, p2, axis=-1)),
+                 make_call("nn.relu", make_call("nn.bias_add", dense, p2, axis=0)),
+                 make_call("nn.relu", make_call("nn.bias_add", make_call("nn.dense", make_call("exp", p0),
+                                                                         p1), p2, axis=-1))]:
+        assert not fused_kernel(primitive([p0, p1, p2], body)).label.startswith("fused.")
+
+
+def test_a_fused_op_group_with_an_inlined_constant_and_a_repeated_input():
+    p0 = fvar("p0", (3, 5))
+    softmax = primitive([p0], make_call("nn.softmax", make_call("multiply", p0, const(np.float32(0.25)))))
+    twice = primitive([p0], make_call("nn.relu", make_call("add", p0, p0)))
+    assert fused_kernel(softmax).label == "fused.multiply_softmax"
+    assert fused_kernel(twice).label == "fused.add_relu"
+    x = fvar("x", (3, 5))
+    func = Function([x], Tuple([Call(softmax, (x,)), Call(twice, (x,))]))
+    data = np.linspace(-1, 1, 15, dtype="float32").reshape(3, 5)
+    fast, slow = rg.evaluate(func, data), rg.evaluate(func, data, executor=False)
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    # the kernels wrote into no input
+    np.testing.assert_array_equal(data, np.linspace(-1, 1, 15, dtype="float32").reshape(3, 5))

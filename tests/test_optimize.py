@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 import relaygraph as rg
@@ -35,18 +36,129 @@ def test_optimize_with_other_extractors_and_costs(extractor):
         assert res.optimal is True
 
 
-def test_cli_optimize_writes_program_and_report(tmp_path, capsys):
+def test_cli_optimize_writes_standard_relay_program_and_report(tmp_path, capsys):
     out, report = tmp_path / "opt.relay", tmp_path / "report.json"
     code = main(["optimize", "--model", "bert", "--small", "-o", str(out), "--report", str(report),
                  "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out
     for heading in ("program nodes", "e-graph", "saturation", "cost (latency)", "extractor", "check",
-                    "numpy time"):
+                    "numpy time", "written as"):
         assert heading in printed
-    assert rg.parse(out.read_text())["main"]
+    text = out.read_text()
+    # Standard Relay: no op only relaygraph knows, the fused groups as TVM's FuseOps writes them.
+    assert "fused." not in text
+    assert text.count("Primitive=1") == json.loads(report.read_text())["fused_calls"] > 0
     data = json.loads(report.read_text())
     assert data["check_passed"] is True and data["cost_after"] <= data["cost_before"]
+    # `relaygraph fmt` accepts it, and `fmt --check` accepts what fmt writes.
+    assert main(["fmt", str(out)]) == 0
+    formatted = capsys.readouterr().out
+    fmt_file = tmp_path / "fmt.relay"
+    fmt_file.write_text(formatted)
+    assert main(["fmt", "--check", str(fmt_file)]) == 0
+    # The file evaluates to the input program's value.
+    mod, params = rg.zoo.get("bert", small=True)
+    data_in = np.random.default_rng(3).standard_normal((1, 8, 32)).astype("float32")
+    want = rg.evaluate(mod, data=data_in, **params)
+    np.testing.assert_allclose(rg.evaluate(rg.parse(formatted), data_in), want, rtol=1e-4, atol=1e-5)
+    # --keep-fused-ops writes the compact form for rule authors.
+    kept = tmp_path / "kept.relay"
+    assert main(["optimize", "--model", "bert", "--small", "-o", str(kept), "--keep-fused-ops",
+                 "--no-progress", "--no-check"]) == 0
+    kept_text = kept.read_text()
+    assert "fused.dense_bias(" in kept_text and "Primitive=1" not in kept_text
+    np.testing.assert_allclose(rg.evaluate(rg.parse(kept_text), data_in), want, rtol=1e-4, atol=1e-5)
+
+
+def test_every_extracted_fused_op_reads_back_as_a_primitive_group_the_executor_runs_as_one_kernel():
+    from relaygraph.eval import compile_function
+    from relaygraph.ops.fused_ops import definition
+
+    mod, params = rg.zoo.get("bert", small=True)
+    compact = rg.optimize(mod, params=params, keep_fused_ops=True, repeats=1, timing_budget=0)
+    std = rg.optimize(mod, params=params, repeats=1, timing_budget=0)
+    assert std.check_passed and std.fused_calls == compact.fused_calls > 0
+    fused_after = {op: n for op, n in compact.ops_after.items() if definition(op) is not None}
+    groups = [n for n in rg.post_order(std.module["main"])
+              if isinstance(n, rg.Function) and n.attrs.get("Primitive") == 1]
+    assert len(groups) == sum(fused_after.values())
+    for g in groups:  # TVM's FuseOps form: parameters %p0, %p1, ... and the op chain
+        assert [p.name_hint for p in g.params] == [f"p{i}" for i in range(len(g.params))]
+    # The executor recognises each group and runs the fused op's own kernel: the same
+    # instructions as the compact program.
+    def labels(mod):
+        return sorted(line.split(" = ")[1].split("(")[0]
+                      for line in compile_function(mod["main"]).listing().splitlines())
+
+    assert labels(std.module) == labels(compact.module)
+
+
+MULTI = '''#[version = "0.0.5"]
+type Box[A] {
+  Full(A),
+  Empty,
+}
+def @f(%x: Tensor[(4), float32], %y: Tensor[(4), float32]) -> Tensor[(4), float32] {
+  nn.relu(add(%x, %y))
+}
+def @unbox(%b: Box[Tensor[(4), float32]]) -> Tensor[(4), float32] {
+  match (%b) {
+    Full(%v) => multiply(%v, 1f),
+    Empty => zeros(shape=[4], dtype="float32"),
+  }
+}
+def @main(%x: Tensor[(4), float32]) -> Tensor[(4), float32] {
+  %0 = @f(%x, %x);
+  %1 = multiply(%0, 1f);
+  tanh(add(%1, %x))
+}
+'''
+
+
+def _multi():
+    mod = rg.parse(MULTI)
+    mod.attrs["origin"] = "test"
+    return mod
+
+
+def test_optimize_rewrites_every_function_and_keeps_the_rest():
+    mod = _multi()
+    res = rg.optimize(mod, repeats=1, timing_budget=0)
+    assert res.check_passed
+    assert res.functions["f"] == res.functions["main"] == "rewritten"
+    assert res.functions["unbox"].startswith("kept unchanged (") and "Box" in res.functions["unbox"]
+    assert set(res.saturations) == {"f", "main"}
+    out = res.module
+    assert sorted(gv.name_hint for gv, _ in out) == ["f", "main", "unbox"]
+    assert out["unbox"] is res.original["unbox"]  # not rewritten, not even folded
+    assert out.get_type("Box") and out.attrs == {"origin": "test"}
+    ops_f = [n.op.name for n in rg.post_order(out["f"]) if isinstance(n, rg.Call) and isinstance(n.op, rg.Op)]
+    assert sorted(ops_f) == ["add", "nn.relu"]  # fused, written as a Primitive group
+    assert any(isinstance(n, rg.Function) and n.attrs.get("Primitive") for n in rg.post_order(out["f"]))
+    assert not any(isinstance(n, rg.Call) and isinstance(n.op, rg.Op) and n.op.name == "multiply"
+                   for n in rg.post_order(out["main"]))  # @main's multiply by 1 is gone
+    assert any(isinstance(n, rg.GlobalVar) and n.name_hint == "f" for n in rg.post_order(out["main"]))
+    x = np.linspace(-2, 2, 4, dtype="float32")
+    np.testing.assert_allclose(rg.evaluate(out, x), rg.evaluate(mod, x), rtol=1e-6)
+    assert rg.alpha_equal(rg.parse(rg.astext(out)), out)
+    assert "@unbox kept unchanged" in res.summary() and "@f:" in res.summary()
+
+
+def test_optimize_only_the_functions_asked_for(tmp_path, capsys):
+    mod = _multi()
+    res = rg.optimize(mod, functions=["f"], repeats=1, timing_budget=0)
+    assert res.functions == {"f": "rewritten", "unbox": "not asked for", "main": "not asked for"}
+    assert res.module["main"] is res.original["main"] and res.check_passed
+    with pytest.raises(rg.RelayError, match=r"@unbox cannot go through the e-graph: .*Box"):
+        rg.optimize(mod, functions=["unbox"], check=False)
+    with pytest.raises(rg.RelayError, match=r"no function\(s\) @nope \(functions: @f, @main, @unbox\)"):
+        rg.optimize(mod, functions=["nope"])
+    path = tmp_path / "multi.relay"
+    path.write_text(MULTI)
+    assert main(["optimize", str(path), "--function", "f", "--no-progress", "--no-check"]) == 0
+    printed = capsys.readouterr().out
+    assert "@f rewritten" in printed and "@main not asked for" in printed
 
 
 def test_cli_optimize_a_file(tmp_path, capsys):

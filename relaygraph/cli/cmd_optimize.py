@@ -51,12 +51,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from ..text import astext
 
     mod, params, label = _program(args)
-    print(f"optimizing {label}: {len(mod['main'].params)} inputs"
+    entry = f"{len(mod['main'].params)} inputs" if "main" in mod else "no @main"
+    print(f"optimizing {label}: {entry}"
           + (f", {len(params)} weights bound as constants" if params else ""))
     res = optimize(mod, rules=args.rules or None, cost=args.cost, extractor=args.extractor,
                    node_limit=args.node_limit, iter_limit=args.iter_limit, time_limit=args.time_limit,
                    check=not args.no_check, params=params, seed=args.seed,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, functions=args.function or None,
+                   keep_fused_ops=args.keep_fused_ops)
     print(res.summary())
     text = astext(res.module)
     if args.output:
@@ -91,6 +93,12 @@ def register(sub) -> None:
     p.add_argument("--node-limit", type=int, default=50_000)
     p.add_argument("--iter-limit", type=int, default=30)
     p.add_argument("--time-limit", type=float, default=60.0, help="saturation seconds (hard limit)")
+    p.add_argument("--function", action="append", metavar="NAME",
+                   help="rewrite only this function (repeatable; default: every function the e-graph "
+                        "can take, the others kept unchanged)")
+    p.add_argument("--keep-fused-ops", action="store_true",
+                   help="write the fused.* ops the rules made (default: standard Relay, each fused op "
+                        "as a Primitive=1 function of its parts)")
     p.add_argument("-o", "--output", help="write the optimized program here")
     p.add_argument("--report", help="write a JSON report here")
     p.add_argument("--no-check", action="store_true", help="skip evaluating and timing both programs")

@@ -5,6 +5,13 @@ Weights given in ``params`` are bound into the program as constants (as a compil
 rewrite that only reshuffles weights — concatenating the Q/K/V weights of a BERT layer into one
 dense — costs nothing at run time: subcomputations whose inputs are all constants are given
 zero cost during extraction and folded by FoldConstant afterwards.
+
+Every function of a module goes through its own e-graph (or only the ones named in
+``functions``); the other globals, type definitions and module attributes are kept. A function
+the e-graph bridge cannot encode (a ``match``, refs, ...) is kept unchanged with a note, unless it
+was asked for by name. By default each fused op the extraction picked is written as a call of a
+``Primitive=1`` function holding the op's parts (standard Relay, as TVM's FuseOps makes it);
+``keep_fused_ops=True`` keeps the compact ``fused.*`` calls.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +32,10 @@ from ..ir.expr import Constant, Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
 from ..ir.types import TensorType
+from ..ops.fused_ops import definition as fused_definition
 
 __all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs",
-           "compare_times"]
+           "compare_times", "median_times", "standard_relay"]
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 DEFAULT_RULES = ("algebraic.rules", "fusion.rules")
@@ -60,6 +69,10 @@ class OptimizeResult:
     seconds_after: float | None = None
     check_passed: bool | None = None
     total_seconds: float = 0.0
+    functions: dict[str, str] = field(default_factory=dict)  # name -> "rewritten" or why it was kept
+    saturations: dict[str, Any] = field(default_factory=dict)  # name -> its saturation report
+    keep_fused_ops: bool = False
+    fused_calls: int = 0  # calls of fused ops the extraction picked (Primitive groups unless kept)
 
     @property
     def speedup(self) -> float | None:
@@ -70,12 +83,17 @@ class OptimizeResult:
 
     def summary(self) -> str:
         """The short table the command line prints."""
-        sat = self.saturation
-        rows = [
+        sats = self.saturations or {"main": self.saturation}
+        prefix = (lambda name: f"@{name}: ") if len(sats) > 1 else (lambda name: "")
+        rows = []
+        if len(self.functions) > 1 or any(v != "rewritten" for v in self.functions.values()):
+            rows.append(("functions", "; ".join(f"@{k} {v}" for k, v in self.functions.items())))
+        rows += [
             ("program nodes", f"{self.nodes_before} -> {self.nodes_after}"),
-            ("e-graph", f"{sat.nodes} e-nodes, {sat.classes} e-classes"),
-            ("saturation", f"{len(sat.iterations)} iterations, stopped: {sat.stop_reason} "
-                           f"({sat.seconds:.2f} s)"),
+            ("e-graph", "; ".join(f"{prefix(k)}{sat.nodes} e-nodes, {sat.classes} e-classes"
+                                  for k, sat in sats.items())),
+            ("saturation", "; ".join(f"{prefix(k)}{len(sat.iterations)} iterations, stopped: "
+                                     f"{sat.stop_reason} ({sat.seconds:.2f} s)" for k, sat in sats.items())),
             (f"cost ({self.cost_model})", f"{self.cost_before:.6g} -> {self.cost_after:.6g} "
                                           f"({_ratio(self.cost_before, self.cost_after)})"),
             ("extractor", f"{self.extractor}, {self.extraction_seconds:.2f} s"
@@ -94,31 +112,40 @@ class OptimizeResult:
         diff = [f"{op} {self.ops_before.get(op, 0)}->{self.ops_after.get(op, 0)}" for op in changed
                 if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
         rows.append(("ops changed", ", ".join(diff) or "none"))
+        if self.fused_calls:
+            rows.append(("written as", f"fused.* ops kept ({self.fused_calls} calls)" if self.keep_fused_ops
+                         else f"standard Relay: {self.fused_calls} fused op(s) as Primitive=1 functions"))
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
     def to_json(self) -> dict:
         """A JSON-ready report."""
-        sat = self.saturation
         return {
             "cost_model": self.cost_model, "extractor": self.extractor,
             "cost_before": self.cost_before, "cost_after": self.cost_after,
             "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
             "ops_before": self.ops_before, "ops_after": self.ops_after,
-            "saturation": {"stop_reason": sat.stop_reason, "seconds": sat.seconds,
-                           "iterations": [{"nodes": it.nodes, "classes": it.classes,
-                                           "seconds": it.seconds} for it in sat.iterations],
-                           "matches": dict(sat.matches)},
+            "saturation": _saturation_json(self.saturation),
             "extraction_seconds": self.extraction_seconds, "optimal": self.optimal,
             "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
             "seconds_before": self.seconds_before, "seconds_after": self.seconds_after,
             "speedup": self.speedup, "check_passed": self.check_passed,
             "total_seconds": self.total_seconds,
+            "functions": dict(self.functions),
+            "saturations": {name: _saturation_json(rep) for name, rep in self.saturations.items()},
+            "keep_fused_ops": self.keep_fused_ops, "fused_calls": self.fused_calls,
         }
 
     def save_report(self, path: str | Path) -> None:
         """Write ``to_json()`` to a file."""
         Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def _saturation_json(sat) -> dict:
+    return {"stop_reason": sat.stop_reason, "seconds": sat.seconds,
+            "iterations": [{"nodes": it.nodes, "classes": it.classes, "seconds": it.seconds}
+                           for it in sat.iterations],
+            "matches": dict(sat.matches)}
 
 
 def _ratio(before: float, after: float) -> str:
@@ -165,8 +192,11 @@ def random_inputs(func: Function, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def _op_histogram(func: Function) -> dict[str, int]:
-    return dict(program_stats(func)["ops"])
+def _op_histogram(funcs: list[Function]) -> dict[str, int]:
+    total: Counter = Counter()
+    for func in funcs:
+        total.update(program_stats(func)["ops"])
+    return dict(total)
 
 
 def _constant_discount(graph) -> None:
@@ -198,12 +228,13 @@ def _constant_discount(graph) -> None:
             graph.costs[i] = 0.0
 
 
-def _program_cost(func: Function, cost: str) -> float:
-    """The DAG cost of one program under a cost model (the same costing as extraction)."""
+def _program_cost(mod: IRModule, name: str, cost: str) -> float:
+    """The DAG cost of one function of a module under a cost model (the same costing as
+    extraction; the module gives the types of the globals it calls)."""
     from .bridge import RelayEGraph
     from .extract import check, tree
 
-    eg = RelayEGraph(IRModule.from_expr(func))
+    eg = RelayEGraph(mod, entry=name)
     graph = eg.extraction_graph(cost)
     _constant_discount(graph)
     return check(graph, tree(graph).choice)
@@ -228,22 +259,45 @@ def _load_rules(rules) -> list:
     return out
 
 
-def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int,
-                  budget: float = 0.0, max_runs: int = 500) -> tuple[float, float, Any, Any]:
+def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int, budget: float = 0.0,
+                  max_runs: int = 500, entry: str = "main") -> tuple[float, float, Any, Any]:
     """Median seconds of two programs on the same inputs, and their values. The runs alternate,
     so that load on the machine hits both alike: at least ``runs`` of each, and more (up to
     ``max_runs``) until ``budget`` seconds have passed, so that small programs get a steady median."""
+    (time_a, time_b), (value_a, value_b) = median_times([a, b], inputs, runs, budget, max_runs, entry)
+    return time_a, time_b, value_a, value_b
+
+
+def median_times(mods: list[IRModule], inputs: list, runs: int, budget: float = 0.0,
+                 max_runs: int = 500, entry: str = "main") -> tuple[list[float], list]:
+    """Median seconds of several programs on the same inputs (runs alternated, as
+    ``compare_times``), and their values."""
     from ..eval import evaluate
 
-    value_a, value_b = evaluate(a, *inputs), evaluate(b, *inputs)
-    times: tuple[list, list] = ([], [])
+    values = [evaluate(m, *inputs, entry=entry) for m in mods]
+    times: list[list[float]] = [[] for _ in mods]
     start_all = time.perf_counter()
     while len(times[0]) < runs or (len(times[0]) < max_runs and time.perf_counter() - start_all < budget):
-        for mod, out in ((a, times[0]), (b, times[1])):
+        for mod, out in zip(mods, times, strict=True):
             start = time.perf_counter()
-            evaluate(mod, *inputs)
+            evaluate(mod, *inputs, entry=entry)
             out.append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1]), value_a, value_b
+    return [statistics.median(t) for t in times], values
+
+
+def standard_relay(mod: IRModule, functions=None) -> IRModule:
+    """``mod`` (typed) with every call of a fused op in ``functions`` (default: all) written as a
+    call of a ``Primitive=1`` function holding the op's parts, then type-checked."""
+    from ..passes import InferType
+    from ..ty import infer_type
+    from .readback import primitive_functions
+
+    typed = mod if mod.checked_types is not None else infer_type(mod)
+    out = typed.copy()
+    for gv, func in typed:
+        if functions is None or gv.name_hint in functions:
+            out.update_func(gv.name_hint, primitive_functions(func, typed.checked_types))
+    return InferType()(out)
 
 
 def _max_errors(a, b) -> tuple[float, float]:
@@ -264,59 +318,124 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
              iter_limit: int | None = 30, time_limit: float | None = 60.0, check: bool = True,
              params: dict[str, np.ndarray] | None = None, seed: int = 0, repeats: int = 5,
              rtol: float = 1e-3, atol: float = 1e-4, ilp_time_limit: float = 30.0,
-             progress: bool = False, timing_budget: float = 1.0) -> OptimizeResult:
+             progress: bool = False, timing_budget: float = 1.0, functions=None,
+             entry: str = "main", keep_fused_ops: bool = False) -> OptimizeResult:
     """Rewrite ``mod`` with equality saturation and return the best program under ``cost``.
 
-    With ``check``, both programs run on seeded random inputs: their outputs are compared and their
-    numpy times are the medians of at least ``repeats`` alternated runs each, more for small
-    programs until ``timing_budget`` seconds have passed.
+    Each function (or each one named in ``functions``) is saturated and extracted on its own, under
+    the node, iteration and time limits; the rest of the module is kept. ``params`` bind weights of
+    ``entry``. With ``check``, both modules run ``entry`` on seeded random inputs: their outputs
+    are compared and their numpy times are the medians of at least ``repeats`` alternated runs
+    each, more for small programs until ``timing_budget`` seconds have passed.
     """
     from ..passes import FoldConstant, InferType
     from ..ty import infer_type
     from . import extract as ex
-    from .bridge import RelayEGraph
     from .saturation import saturate
 
     started = time.perf_counter()
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
+    if (params or check) and entry not in mod:
+        raise RelayError(f"the module has no @{entry} to check or bind weights in; name its entry "
+                         f"function with entry=... (functions: "
+                         f"{', '.join('@' + gv.name_hint for gv, _ in mod)})")
     if params:
-        mod = bind_params(mod, params)
+        mod = bind_params(mod, params, entry)
     mod = infer_type(mod)
     rule_objects = _load_rules(rules)
-
-    egraph = RelayEGraph(mod)
-    report = saturate(egraph, rule_objects, node_limit=node_limit, iter_limit=iter_limit,
-                      time_limit=time_limit, progress=progress)
-    graph = egraph.extraction_graph(cost)
-    _constant_discount(graph)
     extractors = {"tree": ex.tree, "greedy-dag": ex.greedy_dag,
                   "ilp": lambda g: ex.ilp(g, time_limit=ilp_time_limit)}
     if extractor not in extractors:
         raise RelayError(f"unknown extractor {extractor!r}; known: {', '.join(extractors)}")
-    t0 = time.perf_counter()
-    result = extractors[extractor](graph)
-    extraction_seconds = time.perf_counter() - t0
-    best = egraph.read_back(graph, result.choice)
-    optimized = FoldConstant()(InferType()(IRModule.from_expr(best)))
-    optimized = InferType()(optimized)
+    names = _function_names(mod, functions)
 
-    before_fn, after_fn = mod["main"], optimized["main"]
+    status: dict[str, str] = {}
+    rewritten: dict[str, Function] = {}
+    reports: dict[str, Any] = {}
+    extraction_seconds, optimal = 0.0, True
+    for name in names:
+        egraph = _load(mod, name, asked=functions is not None, status=status)
+        if egraph is None:
+            continue
+        reports[name] = saturate(egraph, rule_objects, node_limit=node_limit, iter_limit=iter_limit,
+                                 time_limit=time_limit, progress=progress)
+        graph = egraph.extraction_graph(cost)
+        _constant_discount(graph)
+        t0 = time.perf_counter()
+        result = extractors[extractor](graph)
+        extraction_seconds += time.perf_counter() - t0
+        proven = getattr(result, "optimal", None)
+        optimal = None if proven is None or optimal is None else optimal and proven
+        rewritten[name] = egraph.read_back(graph, result.choice)
+        status[name] = "rewritten"
+    if not rewritten:
+        raise RelayError("no function of the module can go through the e-graph: "
+                         + "; ".join(f"@{k} {v}" for k, v in status.items()))
+
+    out = mod.copy()
+    for name, func in rewritten.items():
+        out.update_func(name, func)
+    out = FoldConstant()(InferType()(out))
+    for gv, func in mod:  # the functions not rewritten stay exactly as they were
+        if gv.name_hint not in rewritten:
+            out.update_func(gv.name_hint, func)
+    compact = InferType()(out)
+    optimized = compact if keep_fused_ops else standard_relay(compact, rewritten)
+
+    before = [mod[name] for name in rewritten]
+    after = [compact[name] for name in rewritten]
+    ops_after = _op_histogram(after)
     res = OptimizeResult(
         module=optimized, original=mod, cost_model=cost if isinstance(cost, str) else "custom",
-        extractor=extractor, cost_before=_program_cost(before_fn, cost),
-        cost_after=_program_cost(after_fn, cost), saturation=report,
-        extraction_seconds=extraction_seconds, optimal=getattr(result, "optimal", None),
-        nodes_before=program_stats(before_fn)["nodes"], nodes_after=program_stats(after_fn)["nodes"],
-        ops_before=_op_histogram(before_fn), ops_after=_op_histogram(after_fn))
+        extractor=extractor, cost_before=sum(_program_cost(mod, name, cost) for name in rewritten),
+        cost_after=sum(_program_cost(compact, name, cost) for name in rewritten),
+        saturation=reports.get(entry) or next(iter(reports.values())),
+        extraction_seconds=extraction_seconds, optimal=optimal,
+        nodes_before=sum(program_stats(f)["nodes"] for f in before),
+        nodes_after=sum(program_stats(f)["nodes"] for f in after),
+        ops_before=_op_histogram(before), ops_after=ops_after,
+        functions={gv.name_hint: status.get(gv.name_hint, "not asked for") for gv, _ in mod},
+        saturations=reports, keep_fused_ops=keep_fused_ops,
+        fused_calls=sum(n for op, n in ops_after.items() if fused_definition(op) is not None))
     if check:
-        inputs = random_inputs(before_fn, seed)
+        inputs = random_inputs(mod[entry], seed)
         res.seconds_before, res.seconds_after, want, got = compare_times(
-            mod, optimized, inputs, repeats, budget=timing_budget)
+            mod, optimized, inputs, repeats, budget=timing_budget, entry=entry)
         res.max_abs_error, res.max_rel_error = _max_errors(want, got)
         res.check_passed = _close(want, got, rtol, atol)
     res.total_seconds = time.perf_counter() - started
     return res
+
+
+def _function_names(mod: IRModule, functions) -> list[str]:
+    """The functions to rewrite: all of the module's, or the named ones (which must exist)."""
+    if functions is None:
+        return [gv.name_hint for gv, _ in mod]
+    if isinstance(functions, str):
+        functions = [functions]
+    names = [f[1:] if f.startswith("@") else f for f in functions]
+    missing = [n for n in names if n not in mod]
+    if missing:
+        raise RelayError(f"optimize: the module has no function(s) {', '.join('@' + n for n in missing)} "
+                         f"(functions: {', '.join('@' + gv.name_hint for gv, _ in mod)})")
+    if not names:
+        raise RelayError("optimize: functions=[] names no function to rewrite")
+    return list(dict.fromkeys(names))
+
+
+def _load(mod: IRModule, name: str, asked: bool, status: dict):
+    """The e-graph of one function, or None (with the reason in ``status``) when the bridge cannot
+    encode it and it was not asked for by name."""
+    from .bridge import RelayEGraph
+
+    try:
+        return RelayEGraph(mod, entry=name)
+    except NotImplementedError as exc:
+        if asked:
+            raise RelayError(f"@{name} cannot go through the e-graph: {exc}") from None
+        status[name] = f"kept unchanged ({exc})"
+        return None
 
 
 def _close(a, b, rtol: float, atol: float) -> bool:

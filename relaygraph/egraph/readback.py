@@ -11,19 +11,25 @@ are ``c<handle>``.
 ``read_back`` rebuilds the Relay expression an extractor chose (one node per class), children
 first and without recursion, with the program's own Var, Constant, GlobalVar and Function
 objects.
+
+``primitive_functions`` writes the fused ops an extraction picked as standard Relay: each call of
+``fused.<name>`` becomes a call of a ``Primitive=1`` function holding the op's parts, as TVM's
+FuseOps makes them, so any Relay reader can load the program.
 """
 
 from __future__ import annotations
 
 from ..errors import RelayError
-from ..ir.expr import Call, Expr, Function, If, Let, Op, Tuple, TupleGetItem
-from ..ops.registry import lookup
+from ..ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple, TupleGetItem, Var
+from ..ir.traversal import ExprMutator
+from ..ops import fused_ops
+from ..ops.registry import PatternKind, lookup
 from .batches import GraphState, RelayTables
 from .encoding import OP_PREFIX, parse_attr_key
 from .signatures import Snapshot
 from .typer import tensor_json
 
-__all__ = ["gym_document", "read_back", "NODE_OPS"]
+__all__ = ["gym_document", "read_back", "primitive_functions", "NODE_OPS"]
 
 NODE_OPS = {"RVar": "Var", "RConst": "Constant", "RGlobal": "GlobalVar", "RTuple": "Tuple",
             "RProj": "TupleGetItem", "RLet": "Let", "RIf": "If", "RCall": "Call", "RFn": "Function"}
@@ -146,3 +152,64 @@ def _rebuild(graph, node: int, kids: list[Expr], tables: RelayTables, attrs_cach
     if hit is None or hit[0] is not raw:
         hit = attrs_cache[id(raw)] = (raw, opdef.canonical_attrs(raw))
     return Call(Op(op), tuple(kids), hit[1])
+
+
+def primitive_functions(func: Function, types) -> Function:
+    """``func`` with each call of a fused op written as a call of a ``Primitive=1`` function over
+    ``%p0, %p1, ...`` holding the op's parts (its definition in the op table). ``types``: the
+    TypeMap of the typed module ``func`` comes from."""
+    return _Expand(types).visit(func)
+
+
+_SIMPLE_SCALARS = {"int32", "int64", "float32", "float64", "bool"}
+_INLINE_INTO = (PatternKind.ELEMWISE, PatternKind.BROADCAST, PatternKind.INJECTIVE,
+                PatternKind.COMM_REDUCE)
+
+
+class _Expand(ExprMutator):
+    def __init__(self, types) -> None:
+        super().__init__()
+        self.types = types
+
+    def rewrite_call(self, pre: Call, post: Call) -> Expr:
+        op = post.op
+        if type(op) is not Op or fused_ops.definition(op.name) is None:
+            return post
+        name = op.name
+        params: list[Var] = []
+        outer: list[Expr] = []
+        inner: list = [None] * len(post.args)
+        for i in fused_ops.argument_order(name):
+            arg = post.args[i]
+            if _inlined(name, i, arg):
+                inner[i] = arg  # TVM fuses a scalar constant into the group that reads it
+                continue
+            for j, seen in enumerate(outer):
+                if seen is arg:  # one parameter per distinct input, as FuseOps makes them
+                    inner[i] = params[j]
+                    break
+            else:
+                params.append(Var(f"p{len(params)}", _checked(pre.args[i], self.types)))
+                outer.append(arg)
+                inner[i] = params[-1]
+        body = fused_ops.expand(name, inner, post.attrs)
+        group = Function(params, body, _checked(pre, self.types), (), {"Primitive": 1})
+        return Call(group, tuple(outer))
+
+
+def _inlined(name: str, index: int, arg: Expr) -> bool:
+    """A scalar constant whose every reader in the group is elementwise to injective or a
+    reduction: TVM's FuseOps puts such a constant inside the group, not among its parameters."""
+    if type(arg) is not Constant or arg.shape != () or arg.dtype not in _SIMPLE_SCALARS:
+        return False
+    readers = [p.op for p in fused_ops.definition(name).parts
+               if any(type(r) is fused_ops.Arg and r.index == index for r in p.inputs)]
+    return all(lookup(op).pattern in _INLINE_INTO for op in readers)
+
+
+def _checked(expr: Expr, types):
+    t = types.get(expr) if types is not None else None
+    if t is None:
+        raise RelayError(f"writing fused ops as Primitive functions needs checked types (no type for "
+                         f"a {type(expr).__name__}); run InferType first")
+    return t

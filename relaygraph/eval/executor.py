@@ -3,8 +3,9 @@
 Compilation walks the function's DAG once (iteratively) and emits one instruction per
 computed node in topological order: ``(run, input slots, output slot, extra, slots to free)``.
 A slot is cleared right after its last use, so intermediates die as early as the data
-dependencies allow. Calls of ``Primitive=1`` functions (fused groups) are one instruction each;
-see ``fused_kernels.py``. Calls of other function literals are inlined, since dataflow functions are pure.
+dependencies allow. Calls of ``Primitive=1`` functions (fused groups) are one instruction each
+(a group that is one fused op of the op table runs that op's kernel); see ``fused_kernels.py``. Calls
+of other function literals are inlined, since dataflow functions are pure.
 
 A function is dataflow-only when its body uses only variables, constants, operator calls,
 tuples, projections, lets of values and calls of function literals; anything else (if, match,

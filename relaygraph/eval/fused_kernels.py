@@ -5,6 +5,9 @@ group becomes one numexpr program (compiled once per input dtype, cached): a fus
 allocates only its result, no temporaries. Otherwise the group's operators run in sequence
 inside the one instruction, through the group's own compiled plan.
 
+A group whose body is exactly a fused op's definition from the op table (``relaygraph.ops.fused``:
+how ``rg.optimize`` writes the fused ops it picked) runs as that op's kernel, one call.
+
 Float constants (in the group or in attributes such as ``clip``'s bounds) are passed to
 numexpr as rank-0 inputs of the group's dtype, because numexpr reads a float literal as
 float64 and would silently widen a float32 chain.
@@ -18,9 +21,10 @@ import numpy as np
 
 from ..ir.expr import Call, Constant, Function, Op, TupleGetItem
 from ..ir.traversal import iter_post_order
-from ..ops import registry
+from ..ops import fused_ops, registry
+from .kernels import normalize
 
-__all__ = ["FusedKernel", "fused_kernel", "NUMEXPR_TEMPLATES"]
+__all__ = ["FusedKernel", "FusedOpKernel", "fused_kernel", "NUMEXPR_TEMPLATES"]
 
 # Relay op name -> numexpr template over the argument expressions {0}, {1}, ... and named
 # attribute constants {k:attr}. Only float inputs take this path (see FusedKernel.__call__).
@@ -218,15 +222,53 @@ def _common_float_dtype(args: list):
     return dtype
 
 
+class FusedOpKernel:
+    """The instruction body for calls of a Primitive function that is one fused op of the op
+    table: the op's own kernel on the group's inputs (and the constants it holds)."""
+
+    uses_numexpr = False
+
+    def __init__(self, func: Function, name: str, attrs, args: tuple) -> None:
+        record = registry.lookup(name)
+        self.fused_op = name
+        self.label = name
+        self._kernel = record.extra["resolved_kernel"]
+        self._attrs = record.resolve(attrs)
+        position = {p: i for i, p in enumerate(func.params)}
+        # Each of the op's inputs: a parameter's position, or a constant the group holds.
+        self._inputs = [(position[a], None) if a in position else (None, a.data) for a in args]
+        self._direct = [i for i, _ in self._inputs] == list(range(len(func.params)))
+
+    def __call__(self, args: list, _extra=None):
+        if not self._direct:
+            args = [args[i] if i is not None else value for i, value in self._inputs]
+        result = self._kernel(args, self._attrs)
+        return result if type(result) is np.ndarray else normalize(result)
+
+
+def _as_fused_op(func: Function) -> FusedOpKernel | None:
+    hit = fused_ops.recognise(func.body)
+    if hit is None:
+        return None
+    name, attrs, args = hit
+    params = set(func.params)
+    if not all(a in params or isinstance(a, Constant) for a in args):
+        return None  # an input computed inside the group: not the op alone
+    return FusedOpKernel(func, name, attrs, args)
+
+
 _KERNELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fused_kernel(func: Function, mode: str = "numexpr") -> FusedKernel:
-    """The kernel for ``func`` (a Primitive function), shared by every call of it."""
+def fused_kernel(func: Function, mode: str = "numexpr") -> FusedKernel | FusedOpKernel:
+    """The kernel for ``func`` (a Primitive function), shared by every call of it. In the default
+    mode a group that is one fused op of the op table runs as that op's kernel; ``"sequence"``
+    always runs the group's ops one by one."""
     per_mode = _KERNELS.get(func)
     if per_mode is None:
         per_mode = _KERNELS[func] = {}
     kernel = per_mode.get(mode)
     if kernel is None:
-        kernel = per_mode[mode] = FusedKernel(func, mode)
+        kernel = (_as_fused_op(func) if mode == "numexpr" else None) or FusedKernel(func, mode)
+        per_mode[mode] = kernel
     return kernel

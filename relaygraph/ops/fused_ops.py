@@ -5,18 +5,27 @@ Each is defined by its parts: an anchor op (whose attributes the fused op takes)
 steps. The type relation and the kernel run the parts' own relations and kernels in one
 function; FLOPs are the sum of the parts'; bytes are only the fused op's inputs and output,
 since the intermediate results never leave the kernel.
+
+The parts are also kept as data (``definition(name)``): ``expand`` builds a fused op's body from
+its parts (how ``rg.optimize`` writes fused ops as TVM's ``Primitive=1`` functions), and
+``recognise`` finds a fused op in such a body (how the executor runs the group as one kernel).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
+from ..errors import RelayError
+from ..ir.expr import Call, Constant, Expr, Op
 from ..ir.types import TensorType
 from . import conv, elemwise, linear, norm, reduce, transform  # noqa: F401 - the parts, registered first
 from ._base import REQUIRED, PatternKind, defop, io_bytes
 from .registry import lookup
 
-__all__ = ["FUSED_OPS"]
+__all__ = ["FUSED_OPS", "Arg", "Step", "Part", "Definition", "definition", "expand", "recognise",
+           "argument_order"]
 
 F32 = "float32"
 _GELU_SCALE = np.float32(0.70710677)  # 1/sqrt(2), as float32 (BERT's constant)
@@ -55,7 +64,13 @@ def _gelu(y):
     return (half * (np.asarray(1, y.dtype) + inner)).astype(y.dtype, copy=False)
 
 
-_GELU_PARTS = ("multiply", "multiply", "erf", "add", "multiply")
+def _gelu_parts(y: int) -> list:
+    """GELU of part ``y`` as BERT writes it: (y * 0.5) * (1 + erf(y * 0.70710677))."""
+    return [Part("multiply", (Step(y), np.float32(0.5)), _none),
+            Part("multiply", (Step(y), _GELU_SCALE), _none),
+            Part("erf", (Step(y + 2),), _none),
+            Part("add", (np.float32(1), Step(y + 3)), _none),
+            Part("multiply", (Step(y + 1), Step(y + 4)), _none)]
 
 
 def _gelu_in_place(y):
@@ -111,6 +126,142 @@ def _is_input(y, args) -> bool:
     return False
 
 
+# -- a fused op's definition as data -------------------------------------------------------------
+class Arg(NamedTuple):
+    """A part's input: the fused op's argument ``index``."""
+
+    index: int
+
+
+class Step(NamedTuple):
+    """A part's input: the result of the definition's part ``index`` (an earlier one)."""
+
+    index: int
+
+
+class Part(NamedTuple):
+    """One op of a fused op's definition: its inputs (``Arg``, ``Step`` or a numpy scalar, a
+    constant) and its attrs as a function of the fused op's resolved attrs."""
+
+    op: str
+    inputs: tuple
+    attrs: object  # Callable[[dict], dict]
+
+
+class Definition(NamedTuple):
+    """A fused op as its parts in order (the last is the result), and the inverse of the attrs
+    mapping: the fused op's attrs from its parts' resolved attrs."""
+
+    parts: tuple
+    attrs_from_parts: object  # Callable[[list[dict]], dict]
+
+
+_DEFINITIONS: dict[str, Definition] = {}
+_BY_RESULT: dict[str, list[str]] = {}  # the op of a definition's last part -> fused ops
+
+
+def _define(name: str, parts: list, attrs_from_parts) -> None:
+    _DEFINITIONS[name] = Definition(tuple(parts), attrs_from_parts)
+    _BY_RESULT.setdefault(parts[-1].op, []).append(name)
+
+
+def definition(name: str) -> Definition | None:
+    """The parts of fused op ``name`` (None for an op that is not a fused op)."""
+    return _DEFINITIONS.get(name)
+
+
+def expand(name: str, args, attrs=None) -> Expr:
+    """The body of fused op ``name`` on ``args`` (expressions): its parts as calls of their ops."""
+    d = _DEFINITIONS.get(name)
+    if d is None:
+        raise RelayError(f"{name} is not a fused op with a definition (known: {', '.join(_DEFINITIONS)})")
+    record = lookup(name)
+    if len(args) != record.num_inputs:
+        raise RelayError(f"{name} takes {record.num_inputs} argument(s), given {len(args)}")
+    full = record.resolve(attrs)
+    built: list = []
+    for part in d.parts:
+        inputs = tuple(args[r.index] if type(r) is Arg else built[r.index] if type(r) is Step
+                       else Constant(r) for r in part.inputs)
+        built.append(Call(Op(part.op), inputs, lookup(part.op).canonical_attrs(part.attrs(full))))
+    return built[-1]
+
+
+def argument_order(name: str) -> list[int]:
+    """The fused op's argument indices in the order TVM's FuseOps makes a group's parameters:
+    post-order from the result, inputs left to right, each argument at the part that reads it."""
+    parts = _DEFINITIONS[name].parts
+    order: list[int] = []
+    done: set[int] = set()
+    stack: list = [(len(parts) - 1, False)]
+    while stack:
+        j, expanded = stack.pop()
+        if expanded:
+            order.extend(r.index for r in parts[j].inputs if type(r) is Arg and r.index not in order)
+            continue
+        if j in done:
+            continue
+        done.add(j)
+        stack.append((j, True))
+        stack.extend((r.index, False) for r in reversed(parts[j].inputs) if type(r) is Step)
+    return order
+
+
+def recognise(body: Expr) -> tuple | None:
+    """``(name, attrs, args)`` when ``body`` is exactly a fused op's definition applied to ``args``
+    (the expressions standing for its arguments), else None."""
+    if type(body) is not Call or type(body.op) is not Op:
+        return None
+    for name in _BY_RESULT.get(body.op.name, ()):
+        hit = _match(name, _DEFINITIONS[name], body)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _match(name: str, d: Definition, body: Call) -> tuple | None:
+    parts = d.parts
+    nodes: list = [None] * len(parts)
+    nodes[-1] = body
+    args: dict[int, Expr] = {}
+    for j in range(len(parts) - 1, -1, -1):  # a part's inputs are earlier parts: assigned first
+        node, part = nodes[j], parts[j]
+        if (type(node) is not Call or type(node.op) is not Op or node.op.name != part.op
+                or len(node.args) != len(part.inputs)):
+            return None
+        for ref, value in zip(part.inputs, node.args, strict=True):
+            if type(ref) is Step:
+                if nodes[ref.index] is None:
+                    nodes[ref.index] = value
+                elif nodes[ref.index] is not value:
+                    return None
+            elif type(ref) is Arg and args.setdefault(ref.index, value) is not value:
+                return None
+    record = lookup(name)
+    if sorted(args) != list(range(record.num_inputs)):
+        return None
+    try:
+        attrs = record.canonical_attrs(d.attrs_from_parts(
+            [lookup(p.op).resolve(n.attrs) for p, n in zip(parts, nodes, strict=True)]))
+        ordered = tuple(args[i] for i in range(record.num_inputs))
+        # The attrs each part derives from the fused op's must be the ones the body has.
+        return (name, attrs, ordered) if expand(name, ordered, attrs) is body else None
+    except RelayError:
+        return None
+
+
+def _first(parts_attrs: list) -> dict:
+    return parts_attrs[0]
+
+
+def _second(parts_attrs: list) -> dict:
+    return parts_attrs[1]
+
+
+def _same_attrs(attrs: dict) -> dict:
+    return attrs
+
+
 def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names: tuple,
           examples: tuple, gelu: bool = False, doc: str = "") -> None:
     """Register ``fused.<name>``: the anchor op, then ``steps`` (op, takes an extra input, attrs)."""
@@ -161,12 +312,20 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
             k += takes
             total = total + lookup(op).flops(inputs, after, step_attrs(attrs))
         if gelu:
-            for op in _GELU_PARTS:
-                total = total + lookup(op).flops([out_type, out_type], out_type, {})
+            for part in _gelu_parts(0):
+                total = total + lookup(part.op).flops([out_type, out_type], out_type, {})
         return total
 
     inputs = tuple(anchor_op.input_names[:n_anchor]) + extra_names
     assert len(inputs) == n_anchor + n_extra
+    parts = [Part(anchor, tuple(Arg(i) for i in range(n_anchor)), _same_attrs)]
+    k = n_anchor
+    for op, takes, step_attrs in steps:
+        parts.append(Part(op, (Step(len(parts) - 1),) + ((Arg(k),) if takes else ()), step_attrs))
+        k += takes
+    if gelu:
+        parts.extend(_gelu_parts(len(parts) - 1))
+    _define(f"fused.{name}", parts, _first)
     defop(f"fused.{name}", n_anchor + n_extra, dict(anchor_op.attrs), rel, kernel,
           PatternKind.OUT_ELEMWISE_FUSABLE, flops=flops, bytes=io_bytes,
           domain=anchor_op.domain if isinstance(anchor_op.domain, str) else "any",
@@ -241,6 +400,9 @@ def _pair(name: str, first: str, second: str, n_second_extra: int, kernel, input
         return (first_op.flops(arg_types[:2], t)
                 + second_op.flops([t, *arg_types[2:]], out_type, attrs))
 
+    _define(f"fused.{name}", [Part(first, (Arg(0), Arg(1)), _none),
+                              Part(second, (Step(0), *(Arg(2 + i) for i in range(n_second_extra))),
+                                   _same_attrs)], _second)
     defop(f"fused.{name}", 2 + n_second_extra, dict(second_op.attrs), lambda a, attrs: types(a, attrs)[1],
           kernel, PatternKind.OPAQUE, flops=flops, bytes=io_bytes, input_names=input_names,
           examples=examples, doc=doc)
@@ -303,6 +465,16 @@ def _rtr_normalize(attrs):
     return attrs
 
 
+def _rtr_attrs(parts_attrs: list) -> dict:
+    first, perm, second = parts_attrs
+    return {"newshape": first["newshape"], "allowzero": first["allowzero"], "axes": perm["axes"],
+            "newshape2": second["newshape"], "allowzero2": second["allowzero"]}
+
+
+_define("fused.reshape_transpose_reshape",
+        [Part("reshape", (Arg(0),), lambda attrs: _rtr_parts(attrs)[0]),
+         Part("transpose", (Step(0),), lambda attrs: _rtr_parts(attrs)[1]),
+         Part("reshape", (Step(1),), lambda attrs: _rtr_parts(attrs)[2])], _rtr_attrs)
 defop("fused.reshape_transpose_reshape", 1, _RTR_ATTRS, _rtr_rel, _rtr_kernel, PatternKind.INJECTIVE,
       input_names=("data",), normalize=_rtr_normalize,
       examples=(([_t((6, 8))], {"newshape": (1, 6, 2, 4), "axes": (0, 2, 1, 3), "newshape2": (2, 6, 4)}),
