@@ -21,7 +21,7 @@ __all__ = ["eliminate_common_subexpr", "EliminateCommonSubexpr"]
 def eliminate_common_subexpr(expr: Expr, fskip: Callable[[Expr], bool] | None = None,
                              purity: Purity | None = None) -> Expr:
     """Replace let bindings of a value already bound in an enclosing let by that variable."""
-    purity = purity or Purity()
+    purity = purity or Purity().learn(expr)
     alias: dict[Var, Var] = {}
     visible: dict[Expr, Var] = {}  # rewritten value -> the variable bound to it in scope
     opened: dict[Let, Expr] = {}  # let -> the entry it added to `visible` (removed on exit)

@@ -14,7 +14,7 @@ __all__ = ["dead_code_elimination", "DeadCodeElimination"]
 
 def dead_code_elimination(expr: Expr, inline_once: bool = False, purity: Purity | None = None) -> Expr:
     """Remove let bindings whose variable is never used (when the value is pure)."""
-    purity = purity or Purity()
+    purity = purity or Purity().learn(expr)
     lets = {n.var: n for n in iter_post_order(expr) if isinstance(n, Let)}
     if not lets:
         return expr
