@@ -147,8 +147,31 @@ def _scopes(root: Expr, purity: Purity):
 def _where(node: Expr) -> str:
     from ..text import astext
 
-    text = " ".join(astext(node).split())
+    lines = [ln for ln in astext(node).splitlines() if not ln.startswith(("#[", "free_var"))]
+    text = " ".join(" ".join(lines).split())
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Results:
+    """The rebuilt children of one node: a per-use child gives each of its uses its own."""
+
+    __slots__ = ("memo", "mine")
+
+    def __init__(self, fill, node: Expr) -> None:
+        self.memo = fill.memo
+        self.mine: dict = {}
+        counts: dict = {}
+        for child, _ in _edges(node, fill.purity)[1 if isinstance(node, Let) else 0:]:
+            if child in fill.uses:
+                counts[child] = counts.get(child, 0) + 1
+        for child, k in counts.items():
+            built = fill.uses[child]
+            self.mine[child] = built[len(built) - k:]
+            del built[len(built) - k:]
+
+    def __getitem__(self, child: Expr) -> Expr:
+        mine = self.mine.get(child)
+        return mine.pop(0) if mine else self.memo[child]
 
 
 class _Fill:
@@ -166,6 +189,8 @@ class _Fill:
         self.memo: dict[Expr, Expr] = {}
         self.root = root
         self.name = name
+        self.uses: dict[Expr, list] = {}  # per-use nodes: results of uses not yet taken
+
 
     def compound(self, orig: Expr, now: Expr, var: Var | None, scope: _Scope) -> Expr:
         if var is None and self.include is not None and orig not in self.include:
@@ -177,7 +202,7 @@ class _Fill:
         return scope.push(target, now)
 
     def build(self, node: Expr, var: Var | None, at: _Scope) -> Expr:
-        m, sub = self.memo, self.sub
+        m, sub = _Results(self, node), self.sub
         if isinstance(node, Constant):
             return self.compound(node, node, var, at)
         if isinstance(node, Call):
@@ -213,7 +238,9 @@ class _Fill:
         while stack:
             node, var, done, at = stack.pop()
             if done:
-                memo[node] = self.build(node, var, at)
+                memo[node] = built = self.build(node, var, at)
+                if per_use(node):  # each use has its own result, taken by its user
+                    self.uses.setdefault(node, []).append(built)
                 continue
             if node in memo:
                 if not per_use(node):

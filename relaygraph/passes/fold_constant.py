@@ -16,6 +16,7 @@ from ..ir.expr import Call, Constant, Expr, If, Let, Op, Tuple, TupleGetItem, Va
 from ..ops.registry import lookup
 from ._walk import let_rebuild
 from .infra import function_pass
+from .purity import Purity
 
 __all__ = ["fold_constant", "FoldConstant"]
 
@@ -36,7 +37,7 @@ def _to_expr(value) -> Expr:
     return Constant(np.asarray(value))
 
 
-def _fold(post: Expr) -> Expr:
+def _fold(post: Expr, purity: Purity) -> Expr:
     """One node, its children already folded."""
     if isinstance(post, Call):
         if not isinstance(post.op, Op) or not post.args:
@@ -49,14 +50,18 @@ def _fold(post: Expr) -> Expr:
         attrs = post.attrs if isinstance(post.attrs, Attrs) else Attrs(post.attrs)
         return _to_expr(opdef.kernel([_value(a) for a in post.args], attrs))
     if isinstance(post, TupleGetItem) and isinstance(post.tuple_value, Tuple):
-        return post.tuple_value.fields[post.index]
+        fields = post.tuple_value.fields
+        # The other fields go away with the tuple: only when they have no effects.
+        if all(purity.is_pure(f) for i, f in enumerate(fields) if i != post.index):
+            return fields[post.index]
     if isinstance(post, If) and isinstance(post.cond, Constant) and post.cond.shape == ():
         return post.true_branch if bool(post.cond.data) else post.false_branch
     return post
 
 
-def fold_constant(expr: Expr) -> Expr:
+def fold_constant(expr: Expr, purity: Purity | None = None) -> Expr:
     """The expression with every constant subcomputation evaluated."""
+    purity = purity or Purity().learn(expr)
     constants: dict[Var, Expr] = {}
 
     def after_value(let: Let, value: Expr) -> None:
@@ -70,12 +75,13 @@ def fold_constant(expr: Expr) -> Expr:
             if node.var in constants:
                 return memo[node.body]
             return Let(node.var, memo[node.value], memo[node.body])
-        return _fold(node.with_children(tuple(memo[c] for c in node.children())))
+        return _fold(node.with_children(tuple(memo[c] for c in node.children())), purity)
 
     return let_rebuild(expr, make, after_value)
 
 
 def FoldConstant():  # noqa: N802 - Relay's pass name
     """Evaluate constant subexpressions with the op kernels."""
-    return function_pass(lambda f, mod, ctx: fold_constant(f), opt_level=2, name="FoldConstant")
+    return function_pass(lambda f, mod, ctx: fold_constant(f, Purity(mod)), opt_level=2,
+                         name="FoldConstant")
 

@@ -39,6 +39,7 @@ from ..ir.traversal import ExprMutator
 from ..ir.types import TensorType, TupleType
 from ..ops.registry import PatternKind, lookup
 from .infra import PassContext, function_pass
+from .purity import Purity
 
 __all__ = ["fuse_ops", "FuseOps"]
 
@@ -441,8 +442,31 @@ def _calls_in(body: Expr):
     return [n for n in iter_post_order(body) if isinstance(n, Call) and isinstance(n.op, Op)]
 
 
-def fuse_ops(func: Function, opt_level: int = 2, max_depth: int = 256) -> Function:
+def _refuse_shared_calls_with_effects(func: Function, purity: Purity) -> None:
+    """A call with effects used twice in graph form is two calls, but a fused group would
+    take it as one input and call it once: refuse, naming it, rather than change the value."""
+    from ..ir.traversal import iter_post_order
+
+    uses: dict = {}
+    for node in iter_post_order(func):
+        if isinstance(node, Let):  # a let-bound call is one call per let: fine
+            continue
+        for child in node.children():
+            if isinstance(child, Call) and purity.per_use(child):
+                uses[child] = uses.get(child, 0) + 1
+                if uses[child] > 1:
+                    from ..text import astext
+
+                    text = " ".join(astext(child).split())
+                    raise RelayError(f"FuseOps: `{text[:80]}` calls a function with effects and "
+                                     "is used more than once in graph form; run ToANormalForm "
+                                     "first so that each use is its own binding")
+
+
+def fuse_ops(func: Function, opt_level: int = 2, max_depth: int = 256,
+             purity: Purity | None = None) -> Function:
     """Fuse the operators of one (type-checked) function into Primitive functions."""
+    _refuse_shared_calls_with_effects(func, purity or Purity().learn(func))
     graph = _Graph(func)
     groups = _Partitioner(graph, opt_level, max_depth).groups
     gmap = {g.ref: groups[i] for i, g in enumerate(graph.order)}
@@ -454,6 +478,6 @@ def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 - Relay's pass name
 
     def run(func: Function, mod, ctx: PassContext) -> Function:
         level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
-        return fuse_ops(func, level, ctx.get_config("relay.FuseOps.max_depth"))
+        return fuse_ops(func, level, ctx.get_config("relay.FuseOps.max_depth"), Purity(mod))
 
     return function_pass(run, opt_level=0, name="FuseOps", required=["InferType"])
