@@ -36,6 +36,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.module import IRModule
+from ..ir.purity import EFFECT_NODES, Purity
 from .kernels import call_kernel, describe
 from .values import Closure, ConstructorValue, OpValue, RefValue, format_value
 
@@ -108,7 +109,6 @@ class Interpreter:
             return
         self._analysed.add(root)
         from ..ir.traversal import iter_post_order
-        from ..passes.purity import EFFECT_NODES, Purity  # depends only on ir
 
         if self._purity is None:
             self._purity = Purity(self.mod)

@@ -27,8 +27,8 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
+from ..ir.purity import Purity
 from .infra import PassContext, module_pass
-from .purity import Purity
 
 __all__ = ["to_a_normal_form", "to_basic_block_normal_form", "ToANormalForm",
            "ToBasicBlockNormalForm"]

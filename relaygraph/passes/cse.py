@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from ..ir.expr import Expr, Let, Var, is_atomic
 from ..ir.module import IRModule
+from ..ir.purity import Purity
 from ._walk import let_rebuild
 from .infra import PassContext, function_pass
-from .purity import Purity
 
 __all__ = ["eliminate_common_subexpr", "EliminateCommonSubexpr"]
 

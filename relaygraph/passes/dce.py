@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ..ir.expr import Expr, Function, Let, Var
 from ..ir.module import IRModule
+from ..ir.purity import Purity
 from ..ir.traversal import iter_post_order
 from ._walk import rebuild
 from .infra import PassContext, module_pass
-from .purity import Purity
 
 __all__ = ["dead_code_elimination", "DeadCodeElimination"]
 

@@ -13,10 +13,10 @@ import numpy as np
 
 from ..ir.attrs import Attrs
 from ..ir.expr import Call, Constant, Expr, If, Let, Op, Tuple, TupleGetItem, Var
+from ..ir.purity import Purity
 from ..ops.registry import lookup
 from ._walk import let_rebuild
 from .infra import function_pass
-from .purity import Purity
 
 __all__ = ["fold_constant", "FoldConstant"]
 

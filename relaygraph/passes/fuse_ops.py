@@ -35,11 +35,11 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
+from ..ir.purity import Purity
 from ..ir.traversal import ExprMutator
 from ..ir.types import TensorType, TupleType
 from ..ops.registry import PatternKind, lookup
 from .infra import PassContext, function_pass
-from .purity import Purity
 
 __all__ = ["fuse_ops", "FuseOps"]
 

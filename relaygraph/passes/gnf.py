@@ -8,10 +8,10 @@ use, or move a read past a write.
 from __future__ import annotations
 
 from ..ir.expr import Expr, Function, Let, Var
+from ..ir.purity import Purity
 from ..ir.traversal import free_vars, iter_post_order
 from ._walk import rebuild
 from .infra import function_pass
-from .purity import Purity
 
 __all__ = ["to_graph_normal_form", "ToGraphNormalForm"]
 

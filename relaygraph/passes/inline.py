@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from ..ir.expr import Call, Expr, Function, GlobalVar, Let, Var
 from ..ir.module import IRModule
+from ..ir.purity import Purity
 from ..ir.traversal import ExprMutator, iter_post_order, substitute
 from .infra import PassContext, module_pass
-from .purity import Purity
 
 __all__ = ["Inline", "RemoveUnusedFunctions", "DefuseOps", "defuse_ops", "called_globals"]
 

@@ -27,6 +27,7 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
+from ..ir.purity import Purity  # the one purity analysis
 
 __all__ = ["Layout", "Scope", "is_atom", "operands", "walk_dag", "SCOPED"]
 
@@ -192,8 +193,6 @@ def _effects(order: list, calls: bool) -> set:
     one cell (one read, one write) and prints once."""
     if not calls:
         return set()
-    from ..passes.purity import Purity  # the one purity analysis; it depends only on ir
-
     purity = Purity()
     return {node for node in order if type(node) in _FLAT and purity.per_use(node)}
 

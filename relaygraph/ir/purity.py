@@ -14,15 +14,15 @@ and constructors are pure; calls of globals are pure when the global's body is (
 greatest fixed point over the module); calls of a let-bound function (see ``learn``) are pure
 when its body is and it is not recursive; calling any other variable (an unknown closure) is
 impure.
-This module depends only on ``relaygraph.ir``, so the interpreter and the printer use it too.
+It lives in ``relaygraph.ir`` so the passes, the interpreter and the printer all use it.
 """
 
 from __future__ import annotations
 
-from ..ir.adt import Constructor
-from ..ir.expr import Call, Expr, Function, GlobalVar, Let, Op, RefCreate, RefRead, RefWrite, Var
-from ..ir.module import IRModule
-from ..ir.traversal import iter_post_order
+from .adt import Constructor
+from .expr import Call, Expr, Function, GlobalVar, Let, Op, RefCreate, RefRead, RefWrite, Var
+from .module import IRModule
+from .traversal import iter_post_order
 
 __all__ = ["Purity", "EFFECT_NODES"]
 
