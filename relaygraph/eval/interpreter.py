@@ -7,7 +7,8 @@ limit. Evaluation is strict and left to right: a callee, then its arguments in o
 Environments are frames, one per function activation, chained to the frame the closure was made
 in. A ``let`` binds into the current frame, which is also how a let-bound function sees itself
 (recursion through lets). A node shared in a graph-form program is evaluated once per frame, as
-Relay's dataflow semantics ask; only pure nodes are shared this way, never effects.
+Relay's dataflow semantics ask: ref nodes are nominal, so a shared one is one cell, one read or
+one write; only a call of something with effects (interned) is evaluated anew at each use.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.module import IRModule
+from ..ir.purity import EFFECT_NODES, Purity
 from .kernels import call_kernel, describe
 from .values import Closure, ConstructorValue, OpValue, RefValue, format_value
 
@@ -57,7 +59,7 @@ _MISSING = object()
 _EVAL, _CALL, _OPCALL, _CTOR, _TUPLE, _PROJ, _LET, _IF, _MATCH, _REF_NEW, _REF_READ, _REF_WRITE, \
     _MEMO = range(13)
 
-_SHAREABLE = (Call, Tuple, TupleGetItem)
+_SHAREABLE = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
 
 
 class Interpreter:
@@ -66,8 +68,9 @@ class Interpreter:
     def __init__(self, mod: IRModule | None = None) -> None:
         self.mod = mod if mod is not None else IRModule()
         self._globals: dict[GlobalVar, Closure] = {}
-        self._shared: set = set()  # pure nodes with several parents: evaluated once per frame
+        self._shared: set = set()  # nodes with several parents evaluated once per frame
         self._analysed: set = set()
+        self._purity = None
 
     # -- entry points -------------------------------------------------------------------------
     def eval(self, expr, frame: Frame | None = None) -> Any:
@@ -95,36 +98,29 @@ class Interpreter:
 
     # -- graph sharing --------------------------------------------------------------------------
     def _analyse(self, root) -> None:
-        """Find the pure nodes reachable from ``root`` that have more than one parent.
+        """Find the nodes reachable from ``root`` that have more than one parent and are
+        evaluated once per frame: all but those that call something with effects.
 
-        Pure means no ref operations and no calls other than of operators, constructors and
-        function literals with pure bodies. Only pure nodes are shared: an effect such as
-        ``ref(0)`` written twice is one interned node, yet must make two cells.
+        A ref node is nominal, so a shared one is one cell (one read, one write) and is
+        evaluated once. A call of a closure with effects is interned, so one node may stand
+        for several calls: each use calls anew. The purity analysis says which is which.
         """
         if root in self._analysed:
             return
         self._analysed.add(root)
         from ..ir.traversal import iter_post_order
 
+        if self._purity is None:
+            self._purity = Purity(self.mod)
+        purity = self._purity
         parents: dict = {}
-        pure: dict = {}
         for node in iter_post_order(root):
-            kids = node.children()
-            for kid in kids:
+            if isinstance(node, EFFECT_NODES):  # even under a node evaluated at each use
+                self._shared.add(node)
+            for kid in node.children():
                 parents[kid] = parents.get(kid, 0) + 1
-            if isinstance(node, (RefCreate, RefRead, RefWrite)):
-                pure[node] = False
-            elif isinstance(node, Call):
-                callee = node.op
-                pure[node] = (isinstance(callee, (Op, Constructor))
-                              or (isinstance(callee, Function) and pure.get(callee.body, False))
-                              ) and all(pure.get(a, False) for a in node.args)
-            elif isinstance(node, Function):
-                pure[node] = True  # making a closure has no effect; calling it is judged above
-            else:
-                pure[node] = all(pure.get(k, True) for k in kids)
         for node, count in parents.items():
-            if count > 1 and pure.get(node) and isinstance(node, _SHAREABLE):
+            if count > 1 and isinstance(node, _SHAREABLE) and not purity.per_use(node):
                 self._shared.add(node)
 
     # -- the machine ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 
 from .adt import Clause, Constructor, Match, PatternConstructor, PatternTuple, PatternVar, TypeData
 from .attrs import Attrs
-from .expr import Call, Constant, Function, GlobalVar, Let, Var
+from .expr import Call, Constant, Function, GlobalVar, Let, RefCreate, RefRead, RefWrite, Var
 from .module import IRModule
 from .node import Node
 from .traversal import iter_post_order, type_children
@@ -16,6 +16,8 @@ from .types import FuncType, GlobalTypeVar, IncompleteType, TensorType, Type, Ty
 __all__ = ["alpha_equal", "structural_hash"]
 
 _NOMINAL_BY_NAME = (GlobalVar, GlobalTypeVar)
+# Nominal effects compare by structure, and one-to-one: a shared cell matches a shared cell.
+_EFFECTS = (RefCreate, RefRead, RefWrite)
 
 
 class _Equal:
@@ -60,7 +62,8 @@ class _Equal:
         while self.work:
             x, y = self.work.pop()
             # An identical subtree is equal unless a variable in it was matched to another one.
-            if x is y and not self.renamed and not isinstance(x, (Var, TypeVar, IncompleteType)):
+            if x is y and not self.renamed and not isinstance(x, (Var, TypeVar, IncompleteType,
+                                                                  *_EFFECTS)):
                 continue
             key = (id(x), id(y))
             if key in self.done:
@@ -82,6 +85,11 @@ class _Equal:
             return self.map_free_vars and self.bind(x, y)
         if isinstance(x, _NOMINAL_BY_NAME):
             return x.name_hint == y.name_hint
+        if isinstance(x, _EFFECTS):
+            if x in self.lmap or y in self.rmap:
+                return self.lmap.get(x) is y and self.rmap.get(y) is x
+            self.lmap[x], self.rmap[y] = y, x
+            return self.push_all(x.children(), y.children())
         if isinstance(x, Constructor):
             return (x.name_hint == y.name_hint and x.belong_to.name_hint == y.belong_to.name_hint
                     and len(x.inputs) == len(y.inputs))

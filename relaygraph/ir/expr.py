@@ -445,13 +445,31 @@ class If(Expr):
         return If(c, t, f)
 
 
-class RefCreate(Expr):
+class _Effect(Expr):
+    """Base of the ref nodes: nominal, so two occurrences are two nodes (two cells, two reads)."""
+
+    __slots__ = ()
+    _nominal = True
+
+    def replace(self, **changes: Any):
+        """A new node of this kind with some fields changed; ``self`` when nothing changes."""
+        unknown = set(changes) - set(self._fields)
+        if unknown:
+            raise NodeError(f"{type(self).__name__} has no field(s) {sorted(unknown)}")
+        if all(getattr(self, k) is v for k, v in changes.items()):
+            return self
+        values = {f: getattr(self, f) for f in self._fields}
+        values.update(changes)
+        return type(self)(**values)
+
+
+class RefCreate(_Effect):
     """``ref(value)``: a new mutable cell."""
 
     __slots__ = ("value",)
 
     def __new__(cls, value: Expr) -> RefCreate:
-        return cls._make(_expr(value, "RefCreate.value"))
+        return cls._make_nominal(_expr(value, "RefCreate.value"))
 
     def children(self) -> tuple:
         return (self.value,)
@@ -461,13 +479,13 @@ class RefCreate(Expr):
         return self if v is self.value else RefCreate(v)
 
 
-class RefRead(Expr):
+class RefRead(_Effect):
     """``ref_read(r)``."""
 
     __slots__ = ("ref",)
 
     def __new__(cls, ref: Expr) -> RefRead:
-        return cls._make(_expr(ref, "RefRead.ref"))
+        return cls._make_nominal(_expr(ref, "RefRead.ref"))
 
     def children(self) -> tuple:
         return (self.ref,)
@@ -477,13 +495,13 @@ class RefRead(Expr):
         return self if r is self.ref else RefRead(r)
 
 
-class RefWrite(Expr):
+class RefWrite(_Effect):
     """``ref_write(r, value)``; evaluates to ``()``."""
 
     __slots__ = ("ref", "value")
 
     def __new__(cls, ref: Expr, value: Expr) -> RefWrite:
-        return cls._make(_expr(ref, "RefWrite.ref"), _expr(value, "RefWrite.value"))
+        return cls._make_nominal(_expr(ref, "RefWrite.ref"), _expr(value, "RefWrite.value"))
 
     def children(self) -> tuple:
         return (self.ref, self.value)

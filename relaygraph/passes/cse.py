@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from ..ir.expr import Expr, Let, Var, is_atomic
 from ..ir.module import IRModule
+from ..ir.purity import Purity
 from ._walk import let_rebuild
 from .infra import PassContext, function_pass
-from .purity import Purity
 
 __all__ = ["eliminate_common_subexpr", "EliminateCommonSubexpr"]
 
@@ -21,7 +21,7 @@ __all__ = ["eliminate_common_subexpr", "EliminateCommonSubexpr"]
 def eliminate_common_subexpr(expr: Expr, fskip: Callable[[Expr], bool] | None = None,
                              purity: Purity | None = None) -> Expr:
     """Replace let bindings of a value already bound in an enclosing let by that variable."""
-    purity = purity or Purity()
+    purity = purity or Purity().learn(expr)
     alias: dict[Var, Var] = {}
     visible: dict[Expr, Var] = {}  # rewritten value -> the variable bound to it in scope
     opened: dict[Let, Expr] = {}  # let -> the entry it added to `visible` (removed on exit)

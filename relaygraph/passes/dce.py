@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from ..ir.expr import Expr, Function, Let, Var
 from ..ir.module import IRModule
+from ..ir.purity import Purity
 from ..ir.traversal import iter_post_order
 from ._walk import rebuild
 from .infra import PassContext, module_pass
-from .purity import Purity
 
 __all__ = ["dead_code_elimination", "DeadCodeElimination"]
 
 
 def dead_code_elimination(expr: Expr, inline_once: bool = False, purity: Purity | None = None) -> Expr:
     """Remove let bindings whose variable is never used (when the value is pure)."""
-    purity = purity or Purity()
+    purity = purity or Purity().learn(expr)
     lets = {n.var: n for n in iter_post_order(expr) if isinstance(n, Let)}
     if not lets:
         return expr

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ir.attrs import Attrs
 from ..ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple, TupleGetItem, Var
+from ..ir.purity import Purity
 from ..ir.types import TensorType
 from ..ops.registry import lookup
 from ._walk import let_rebuild
@@ -97,12 +98,15 @@ def _fold_call(pre: Call, post: Call, types) -> Expr:
     return _to_expr(opdef.kernel([_value(a) for a in post.args], attrs))
 
 
-def _fold(pre: Expr, post: Expr, types) -> Expr:
+def _fold(pre: Expr, post: Expr, types, purity: Purity) -> Expr:
     """One node, its children already folded (``pre`` is the node before folding)."""
     if isinstance(post, Call):
         return _fold_call(pre, post, types)
     if isinstance(post, TupleGetItem) and isinstance(post.tuple_value, Tuple):
-        return post.tuple_value.fields[post.index]
+        fields = post.tuple_value.fields
+        # The other fields go away with the tuple: only when they have no effects.
+        if all(purity.is_pure(f) for i, f in enumerate(fields) if i != post.index):
+            return fields[post.index]
     if isinstance(post, If) and isinstance(post.cond, Constant) and post.cond.shape == ():
         return post.true_branch if bool(post.cond.data) else post.false_branch
     return post
@@ -112,9 +116,10 @@ def _is_primitive(node) -> bool:
     return isinstance(node, Function) and bool(node.attrs.get("Primitive"))
 
 
-def fold_constant(expr: Expr, types=None) -> Expr:
+def fold_constant(expr: Expr, types=None, purity: Purity | None = None) -> Expr:
     """The expression with every constant subcomputation evaluated, as TVM's FoldConstant does
     (``types``: the checked types of the module it comes from, for ``shape_of``)."""
+    purity = purity or Purity().learn(expr)
     constants: dict[Var, Expr] = {}
 
     def after_value(let: Let, value: Expr) -> None:
@@ -130,12 +135,12 @@ def fold_constant(expr: Expr, types=None) -> Expr:
             return Let(node.var, memo[node.value], memo[node.body])
         if _is_primitive(node):
             return node  # a fused kernel: nothing inside it is folded
-        return _fold(node, node.with_children(tuple(memo[c] for c in node.children())), types)
+        return _fold(node, node.with_children(tuple(memo[c] for c in node.children())), types, purity)
 
     return let_rebuild(expr, make, after_value)
 
 
 def FoldConstant():  # noqa: N802 - Relay's pass name
     """Evaluate constant subexpressions with the op kernels."""
-    return function_pass(lambda f, mod, ctx: fold_constant(f, mod.checked_types), opt_level=2,
-                         name="FoldConstant")
+    return function_pass(lambda f, mod, ctx: fold_constant(f, mod.checked_types, Purity(mod)),
+                         opt_level=2, name="FoldConstant")

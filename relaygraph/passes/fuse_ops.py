@@ -35,6 +35,7 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
+from ..ir.purity import Purity
 from ..ir.traversal import ExprMutator
 from ..ir.types import TensorType, TupleType
 from ..ops.registry import PatternKind, lookup
@@ -446,9 +447,32 @@ def _calls_in(body: Expr):
     return [n for n in iter_post_order(body) if isinstance(n, Call) and isinstance(n.op, Op)]
 
 
-def fuse_ops(func: Function, opt_level: int = 2, max_depth: int = 256, types=None) -> Function:
+def _refuse_shared_calls_with_effects(func: Function, purity: Purity) -> None:
+    """A call with effects used twice in graph form is two calls, but a fused group would
+    take it as one input and call it once: refuse, naming it, rather than change the value."""
+    from ..ir.traversal import iter_post_order
+
+    uses: dict = {}
+    for node in iter_post_order(func):
+        if isinstance(node, Let):  # a let-bound call is one call per let: fine
+            continue
+        for child in node.children():
+            if isinstance(child, Call) and purity.per_use(child):
+                uses[child] = uses.get(child, 0) + 1
+                if uses[child] > 1:
+                    from ..text import astext
+
+                    text = " ".join(astext(child).split())
+                    raise RelayError(f"FuseOps: `{text[:80]}` calls a function with effects and "
+                                     "is used more than once in graph form; run ToANormalForm "
+                                     "first so that each use is its own binding")
+
+
+def fuse_ops(func: Function, opt_level: int = 2, max_depth: int = 256, types=None,
+             purity: Purity | None = None) -> Function:
     """Fuse the operators of one function into Primitive functions; ``types`` are its checked
     types (the TypeMap of the typed module it belongs to; by default, its own inference)."""
+    _refuse_shared_calls_with_effects(func, purity or Purity().learn(func))
     if types is None:
         from ..ty import infer_type_expr
 
@@ -464,6 +488,7 @@ def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 - Relay's pass name
 
     def run(func: Function, mod, ctx: PassContext) -> Function:
         level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
-        return fuse_ops(func, level, ctx.get_config("relay.FuseOps.max_depth"), _checked(mod))
+        return fuse_ops(func, level, ctx.get_config("relay.FuseOps.max_depth"), _checked(mod),
+                        Purity(mod))
 
     return function_pass(run, opt_level=0, name="FuseOps", required=["InferType"])

@@ -27,6 +27,7 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
+from ..ir.purity import Purity  # the one purity analysis
 
 __all__ = ["Layout", "Scope", "is_atom", "operands", "walk_dag", "SCOPED"]
 
@@ -72,10 +73,10 @@ class Layout:
         if effectful_calls is None:
             effectful_calls = refs
         self.bound: set = set()
-        # Interning makes equal reads of a cell one node, but each occurrence reads anew, so
-        # effectful flat nodes print once per use rather than once per node.
-        effects = _effects(order, effectful_calls) if refs or effectful_calls else ()
-        self.fresh: set = {n for n in effects if type(n) in _FLAT}
+        # Interning makes equal calls one node, but each use of a call with effects calls
+        # anew, so such flat nodes print once per use rather than once per node.
+        effects = _effects(order, effectful_calls)
+        self.fresh: set = effects
         self.home: dict = {root: root_scope}
         self.scopes: dict = {}  # node -> the scope(s) it opens
         self.paren: set = set()  # lets printed in parentheses
@@ -187,24 +188,13 @@ def walk_dag(root: Expr) -> tuple:
 
 
 def _effects(order: list, calls: bool) -> set:
-    """Nodes that touch a reference cell, or contain one outside a function; with ``calls``,
-    calls of anything but an op or a constructor count too (the callee may touch one)."""
-    effects: set = set()
-    for node in order:
-        cls = type(node)
-        if cls in _REFS or (calls and cls is Call and type(node.op) not in (Op, Constructor)) or (
-                cls is not Function and any(c in effects for c in _children(node))):
-            effects.add(node)
-    return effects
-
-
-def _children(node) -> tuple:
-    cls = type(node)
-    if cls is Let:
-        return (node.value, node.body)
-    if cls is Clause:
-        return (node.rhs,)
-    return node.children()
+    """With ``calls``, the nodes that call something that may have effects: interning made
+    equal calls one node, so each use is its own call. Ref nodes are nominal: a shared one is
+    one cell (one read, one write) and prints once."""
+    if not calls:
+        return set()
+    purity = Purity()
+    return {node for node in order if type(node) in _FLAT and purity.per_use(node)}
 
 
 def _inline_slot(parent, child) -> bool:
