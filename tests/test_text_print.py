@@ -8,17 +8,28 @@ import pytest
 import relaygraph as rg
 from relaygraph.ir import (
     Call,
+    Clause,
+    Constructor,
     Function,
+    GlobalTypeVar,
     GlobalVar,
     If,
     IRModule,
     Let,
+    Match,
     Op,
+    PatternConstructor,
+    PatternVar,
+    PatternWildcard,
     RefCreate,
     RefRead,
+    RefWrite,
     TensorType,
     Tuple,
     TupleGetItem,
+    TypeCall,
+    TypeData,
+    TypeVar,
     Var,
     const,
 )
@@ -342,3 +353,193 @@ def test_a_free_variable_of_a_def_is_declared_in_its_body():
     text = astext(mod)
     assert text == HEADER + "def @main(%x: float32) {\n  free_var %y: float32;\n  add(%x, %y)\n}\n"
     assert rg.alpha_equal(parse(text)["main"], mod["main"], map_free_vars=True)
+
+
+def list_module():
+    header, a = GlobalTypeVar("List"), TypeVar("A")
+    cons = Constructor("Cons", [a, TypeCall(header, [a])], header)
+    nil = Constructor("Nil", [], header)
+    return IRModule(type_definitions={header: TypeData(header, [a], [cons, nil])}), cons, nil
+
+
+def reads_back(mod, text):
+    """Parse ``text``, check it prints back the same, and return the parse."""
+    back = parse(text)
+    assert astext(back) == text
+    assert rg.alpha_equal(back, mod), text
+    return back
+
+
+def test_a_clause_shared_by_two_matches_prints_in_full_in_each():
+    # Interning makes the equal clauses of both matches one node; each match prints its own
+    # copy, with the bindings that use the pattern's variables inside, renamed per copy.
+    mod, cons, nil = list_module()
+    y = Var("y", F32)
+
+    def build(h, t):
+        return Clause(PatternConstructor(cons, [PatternVar(h), PatternVar(t)]),
+                      op("add", op("multiply", h, h), h))
+
+    shared = build(Var("h"), Var("t"))
+    zero = Clause(PatternWildcard(), const(0.0))  # an atomic rhs, shared too
+    m1 = Match(Call(cons, (y, Call(nil, ()))), [shared, zero], complete=False)
+    m2 = Match(Call(cons, (op("negative", y), Call(nil, ()))), [shared, zero], complete=False)
+    assert m1.clauses[0] is m2.clauses[0] and m1.clauses[1] is m2.clauses[1]
+    mod.add("main", Function([y], op("add", m1, m2)))
+    text = astext(mod)
+    assert text.endswith(
+        "  %5 = (match? (%0) {\n"
+        "    Cons(%h, %t) => {\n"
+        "      %1 = multiply(%h, %h);\n"
+        "      add(%1, %h)\n"
+        "    },\n"
+        "    _ => {\n"
+        "      0f\n"
+        "    },\n"
+        "  });\n"
+        "  %6 = (match? (%3) {\n"
+        "    Cons(%h1, %t1) => {\n"
+        "      %4 = multiply(%h1, %h1);\n"
+        "      add(%4, %h1)\n"
+        "    },\n"
+        "    _ => {\n"
+        "      0f\n"
+        "    },\n"
+        "  });\n"
+        "  add(%5, %6)\n"
+        "}\n")
+    back = parse(text)
+    assert astext(back) == text
+    # One clause binding its variables in two places reads back as two clauses, each with
+    # variables of its own: the same program written as a tree.
+    tree, _, _ = list_module()
+    tree.add("main", Function([y], op("add", Match(m1.data, [build(Var("h"), Var("t")), zero],
+                                                   complete=False),
+                                      Match(m2.data, [build(Var("h"), Var("t")), zero],
+                                            complete=False))))
+    assert rg.alpha_equal(back, tree)
+    assert float(rg.evaluate(back, 3.0)) == float(rg.evaluate(mod, 3.0)) == 18.0
+
+
+def test_a_shared_clause_calling_a_global_prints_the_call_in_each_copy():
+    # With references in the program a call of a global may touch them, so it prints at each
+    # use: the shared clause's call once in each match, never twice in one.
+    mod, cons, nil = list_module()
+    count = GlobalVar("count")
+    c, u = Var("c"), Var("u")
+    mod.add(count, Function([c], Let(u, RefWrite(c, op("add", RefRead(c), const(1.0))),
+                                     RefRead(c))))
+    y, r, a, b = Var("y", F32), Var("r"), Var("a"), Var("b")
+    again = Clause(PatternWildcard(), Call(count, (r,)))
+
+    def head():
+        h, t = Var("h"), Var("t")
+        return Clause(PatternConstructor(cons, [PatternVar(h), PatternVar(t)]), h)
+
+    m1 = Match(Call(nil, ()), [head(), again], complete=False)
+    m2 = Match(Call(cons, (y, Call(nil, ()))), [again, head()], complete=False)
+    m3 = Match(Call(nil, ()), [head(), again, again], complete=False)  # twice in one match
+    mod.add("main", Function([y], Let(r, RefCreate(const(0.0)), Let(a, m1, Let(
+        b, m3, Tuple([a, m2, b, RefRead(r)]))))))
+    text = astext(mod)
+    assert text.count("@count(%r)") == 4
+    back = reads_back(mod, text)
+    assert [float(v) for v in rg.evaluate(back, 5.0)] == [
+        float(v) for v in rg.evaluate(mod, 5.0)] == [1.0, 3.0, 2.0, 3.0]
+
+
+def test_shared_clauses_nest_and_keep_outer_bindings_once():
+    # A shared clause holding an if, a let and a match with a shared clause of its own: every
+    # copy is printed whole, while a node used in and out of the clauses stays one outer binding.
+    y = Var("y", F32)
+    outer = op("exp", y)
+
+    def program(k1, k2):
+        mod, cons, nil = list_module()
+        inner = Clause(PatternWildcard(), op("add", op("negative", outer), outer))
+        branch = If(op("less", y, const(0.0)), op("multiply", outer, op("tanh", y)),
+                    Match(Call(nil, ()), [inner], complete=False))
+
+        def clause(k):
+            return Clause(PatternWildcard(), Let(k, op("tanh", branch), Match(
+                Call(cons, (k, Call(nil, ()))), [inner], complete=False)))
+
+        m1 = Match(Call(nil, ()), [clause(k1)], complete=False)
+        m2 = Match(Call(cons, (y, Call(nil, ()))), [clause(k2)], complete=False)
+        mod.add("main", Function([y], Tuple([m1, m2, outer])))
+        return mod
+
+    k = Var("k", F32)
+    mod = program(k, k)
+    assert mod["main"].body.fields[0].clauses[0] is mod["main"].body.fields[1].clauses[0]
+    text = astext(mod)
+    assert text.count("exp(%y)") == 1
+    assert text.count("let %k: float32 =") == 1 and text.count("let %k1: float32 =") == 1
+    assert text.count("negative(%1)") == 4  # the inner clause, in each of its four copies
+    # Read back, the two copies are two clauses whose equal parts are shared again.
+    back = parse(text)
+    assert rg.alpha_equal(back, program(Var("k", F32), Var("k", F32)))
+    for v in (2.0, -1.5):
+        assert [float(x) for x in rg.evaluate(back, v)] == [float(x) for x in rg.evaluate(mod, v)]
+
+
+def test_shared_scoped_expressions_are_bound_once():
+    # Unlike a clause, a shared if, function, let or match is an expression: it binds once, in
+    # the scope holding its uses, and so do equal branches of two ifs.
+    y, p = Var("y", F32), Var("p", F32)
+    mod, cons, nil = list_module()
+    same = op("add", op("exp", y), y)
+    cond = op("less", y, const(1.0))
+    ifs = [If(cond, same, op("negative", same)), If(op("less", y, const(2.0)), same,
+                                                      op("negative", same))]
+    fn = Function([p], op("multiply", op("tanh", p), p))
+    let = Let(Var("v", F32), op("exp", y), op("sqrt", op("exp", y)))
+    match = Match(Call(cons, (y, Call(nil, ()))), [Clause(PatternWildcard(), op("tanh", y))])
+    shared = [ifs[0], let, match]
+    mod.add("main", Function([y], Tuple([*ifs, *shared, Call(fn, (y,)), Call(fn, (same,)),
+                                         If(cond, let, match)])))
+    text = astext(mod)
+    assert text.count("exp(%y)") == 1 and text.count("tanh(%p)") == 1
+    assert text.count("if (") == 3 and text.count("match (") == 1
+    back = reads_back(mod, text)
+    for v in (0.5, 1.5, 3.0):
+        got, want = rg.evaluate(back, v), rg.evaluate(mod, v)
+        assert [float(x) for x in got] == [float(x) for x in want]
+
+
+def test_the_shared_wildcard_clause_found_by_the_property_test():
+    # Two matches share `_ => @helper(%x)`; with references in the module the call prints at
+    # each use, and it printed twice in the second match (text that does not read back).
+    mod, cons, _ = list_module()
+    helper, x = GlobalVar("helper"), Var("x")
+    neg = op("negative", x)
+
+    def arms():
+        return Clause(PatternConstructor(cons, [PatternVar(Var("x")), PatternVar(Var("x"))]), neg)
+
+    again = Clause(PatternWildcard(), Call(helper, (x,)))
+    first = Match(x, [arms(), again], complete=False)
+    mod.add(helper, Function([x], Match(first, [arms(), again], complete=False)))
+    mod.add("main", Function([], RefRead(RefCreate(const(1.0)))))
+    text = astext(mod)
+    assert text.startswith(HEADER + "type List[A] {\n  Cons(A, List[A]),\n  Nil,\n}\n\n"
+                           "def @helper(%x) {\n"
+                           "  %0 = negative(%x);\n"
+                           "  %1 = (match? (%x) {\n"
+                           "    Cons(%x1, %x2) => {\n"
+                           "      %0\n"
+                           "    },\n"
+                           "    _ => {\n"
+                           "      @helper(%x)\n"
+                           "    },\n"
+                           "  });\n"
+                           "  match? (%1) {\n"
+                           "    Cons(%x3, %x4) => {\n"
+                           "      %0\n"
+                           "    },\n"
+                           "    _ => {\n"
+                           "      @helper(%x)\n"
+                           "    },\n"
+                           "  }\n"
+                           "}\n")
+    reads_back(mod, text)

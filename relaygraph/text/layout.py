@@ -81,6 +81,7 @@ class Layout:
         self.scopes: dict = {}  # node -> the scope(s) it opens
         self.paren: set = set()  # lets printed in parentheses
         self.wrapped: set = set()  # matches that need parentheses to read back in TVM
+        self._index: tuple | None = None  # scope -> its child scopes, and the nodes placed in it
         home = self.home
         for node in reversed(order):  # every user of a node comes before it
             cls = type(node)
@@ -128,6 +129,27 @@ class Layout:
                     self.wrapped.add(node)
                 for child in node.children():
                     self._use(child, here)
+
+    def within(self, scope: Scope) -> tuple[list, list]:
+        """The scopes nested in ``scope`` (itself included) and the nodes placed in them."""
+        if self._index is None:
+            kids: dict = {}
+            placed: dict = {}
+            for node, where in self.home.items():
+                placed.setdefault(where, []).append(node)
+            for opened in self.scopes.values():
+                for s in opened if type(opened) is tuple else (opened,):
+                    kids.setdefault(s.parent, []).append(s)
+            self._index = kids, placed
+        kids, placed = self._index
+        scopes, nodes = [], []
+        stack = [scope]
+        while stack:
+            s = stack.pop()
+            scopes.append(s)
+            nodes.extend(placed.get(s, ()))
+            stack.extend(kids.get(s, ()))
+        return scopes, nodes
 
     def _use(self, child, scope: Scope) -> None:
         if is_atom(child) or not isinstance(child, (Expr, Clause)):

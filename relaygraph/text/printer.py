@@ -168,6 +168,7 @@ class _Printer:
         self.free = set(self.layout.free)
         self.declared: set = set()
         self.fresh_seen: set = set()  # nodes printed at each use, already visited
+        self.clauses_done: set = set()  # clauses printed once already (shared by matches)
         if def_prefix is not None:
             # TVM declares a def's free variables inside its body, where it first meets them.
             self.top = self.layout.scopes[expr] if type(expr) is Function else scope
@@ -438,6 +439,9 @@ class _Printer:
     def g_match(self, match: Match, data: str):
         arms = _Block()
         for clause in match.clauses:
+            if clause in self.clauses_done:
+                self.forget(clause)
+            self.clauses_done.add(clause)
             lhs = self.pattern(clause.lhs)
             rhs = yield self.g_scope(self.layout.scopes[clause], clause.rhs)
             arms.extend((f"{lhs} => {{", _Block(rhs), "},"))
@@ -445,6 +449,19 @@ class _Printer:
         text = [f"{keyword} ({data}) {{", arms, "}"]
         # TVM reads `match` only where a statement may start: elsewhere it needs parentheses.
         return _wrap("(", text, ")") if match in self.layout.wrapped else text
+
+    def forget(self, clause) -> None:
+        """Let a clause print again: interning makes equal clauses of several matches one node,
+        but each printing is its own copy, with its own lines and its own bindings (they may use
+        the pattern's variables); nodes placed outside the clause stay bound once."""
+        scopes, nodes = self.layout.within(self.layout.scopes[clause])
+        for scope in scopes:
+            scope.lines = []  # the earlier copy keeps the list it printed
+        names, texts, seen = self.names, self.texts, self.fresh_seen
+        for node in nodes:
+            names.pop(node, None)
+            texts.pop(node, None)
+            seen.discard(node)
 
     def pattern(self, pat) -> str:
         """A pattern's text; allocates the names of the variables it binds."""
