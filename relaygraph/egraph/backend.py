@@ -44,38 +44,45 @@ _PER_THREAD = threading.local()
 # An egglog e-graph can only be freed by the thread that made it (elsewhere egglog refuses,
 # warns and leaks it). One whose Backend dies in another thread waits here, by its thread, and
 # is freed when that thread next uses egglog or ends.
-_ORPHANS: dict[int, list] = {}
+_ORPHANS: dict[threading.Thread, list] = {}
 _ORPHANS_LOCK = threading.Lock()
 
 
 def _free_orphans() -> None:
     if _ORPHANS:
+        me = threading.current_thread()
         with _ORPHANS_LOCK:
-            mine = _ORPHANS.pop(threading.get_ident(), None)
+            mine = _ORPHANS.pop(me, None)
+            for thread in [t for t in _ORPHANS if not t.is_alive()]:  # ended before freeing them
+                _keep_for_good(_ORPHANS.pop(thread))
         del mine
+
+
+def _keep_for_good(obj) -> None:
+    # Nobody may free it any more: keep it instead of letting egglog complain when it is freed.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 class _ThreadEnd:
     """Kept in a thread's local storage: when the thread ends, frees the e-graphs left for it."""
 
-    __slots__ = ("ident",)
+    __slots__ = ("thread",)
 
     def __init__(self) -> None:
-        self.ident = threading.get_ident()
+        self.thread = threading.current_thread()
 
     def __del__(self) -> None:
         with _ORPHANS_LOCK:
-            mine = _ORPHANS.pop(self.ident, None)
+            mine = _ORPHANS.pop(self.thread, None)
         del mine
 
 
 def _orphan(eg, owner: threading.Thread) -> None:
-    if owner.is_alive():
-        with _ORPHANS_LOCK:
-            _ORPHANS.setdefault(owner.ident, []).append(eg)
-    else:
-        # Nobody may free it any more: keep it for good instead of letting egglog complain.
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(eg))
+    with _ORPHANS_LOCK:
+        if owner.is_alive():
+            _ORPHANS.setdefault(owner, []).append(eg)
+            return
+    _keep_for_good(eg)
 
 
 def scratch_egraph():
@@ -289,22 +296,26 @@ class Backend:
     @property
     def eg(self):
         """The egglog e-graph (only from the thread that built it: egglog's rule)."""
+        self.check_thread()
+        return self._eg
+
+    def check_thread(self) -> None:
+        """Refuse, plainly, a use from a thread other than the one that built the e-graph."""
         if threading.get_ident() != self._thread:
             raise RelayError(
                 f"this e-graph was built in thread {self._thread_name!r} and egglog e-graphs cannot be "
                 f"used from another thread (this is {threading.current_thread().name!r}); build the "
                 "e-graph in the thread that uses it, or give each thread its own (saturate and "
                 "optimize do when given a program)")
-        return self._eg
 
     # -- running commands -----------------------------------------------------------------------
     def run(self, *commands, what: str = "egglog command") -> list:
         """Run bindings commands; egglog errors and panics become EgglogError."""
-        eg = self.eg  # (outside the try: using it from another thread is not an egglog error)
+        self.check_thread()  # (outside the try: using it from another thread is not an egglog error)
         _free_orphans()
         self._sizes = None
         try:
-            return eg.run_program(*commands)
+            return self._eg.run_program(*commands)
         except BaseException as exc:  # egglog panics are BaseException subclasses
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise

@@ -43,6 +43,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
+import threading
 from collections.abc import Iterable
 
 from ..errors import RelayError
@@ -89,6 +90,11 @@ def op_from_constructor(name: str) -> OpDef | None:
     return lookup(name[len(OP_PREFIX):])
 
 
+# CPython 3.11 (before 3.11.8) can fail ast.parse run by two threads at once ("AST constructor
+# recursion depth mismatch", gh-106905): every ast.parse of the project takes turns on this lock.
+AST_LOCK = threading.Lock()
+
+
 def attr_key(value) -> str:
     """The egglog String of an attribute value (canonical: see relaygraph.ir.attrs)."""
     return repr(value)
@@ -96,12 +102,13 @@ def attr_key(value) -> str:
 
 def parse_attr_key(text: str):
     """The attribute value back from ``attr_key``."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        # repr() writes nan and inf as bare names, which literal_eval refuses: read just those two.
-        tree = _SpecialFloats().visit(ast.parse(text, mode="eval"))
-        return ast.literal_eval(tree.body)
+    with AST_LOCK:  # (ast.parse is not thread-safe in CPython 3.11.7: see AST_LOCK)
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            # repr() writes nan and inf as bare names, which literal_eval refuses: read just those.
+            tree = _SpecialFloats().visit(ast.parse(text, mode="eval"))
+            return ast.literal_eval(tree.body)
 
 
 def op_attr_keys(op: OpDef, attrs) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..egraph.encoding import AST_LOCK
 from ..ir.types import Type
 from .condegg import NO, EggFacts, egg_str, literal
 from .condeval import BINOPS, CMP, SCOPE_FUNCS, UNKNOWN, conjuncts, evaluate
@@ -154,7 +155,8 @@ def parse_expression(piece: Located, kinds: Kinds, what: str = "condition") -> E
     prepared = prepare_expression(piece)
     text = prepared.text
     try:
-        tree = ast.parse("(" + text + "\n)", mode="eval").body
+        with AST_LOCK:  # (ast.parse is not thread-safe in CPython 3.11.7: see AST_LOCK)
+            tree = ast.parse("(" + text + "\n)", mode="eval").body
     except SyntaxError as exc:
         lines = _line_starts("(" + text + "\n)")
         pos = _abs_pos(lines, exc.lineno or 1, (exc.offset or 1) - 1) - 1
