@@ -66,6 +66,7 @@ TypeError = RelayTypeError  # noqa: A001 - Relay's name for a type-checking fail
 _LAZY = {
     "parse": ("relaygraph.text", "parse"),
     "parse_expr": ("relaygraph.text", "parse_expr"),
+    "SourceMap": ("relaygraph.ir.module", "SourceMap"),
     "astext": ("relaygraph.text", "astext"),
     "infer_type": ("relaygraph.ty", "infer_type"),
     "type_of": ("relaygraph.ty", "type_of"),

@@ -221,7 +221,7 @@ def test_failed_match_names_the_source_position_when_parsed():
     m = Match(xs, [Clause(PatternConstructor(nil), const(0))], complete=False)
     from relaygraph.errors import Span
 
-    m.with_span(Span("prog.relay", 3, 5))
+    mod.source_map.add(m, Span("prog.relay", 3, 5))
     interp = Interpreter(mod)
     with pytest.raises(rg.EvalError, match=r"prog.relay:3:5: error: match failed.*Cons"):
         interp.call(interp.eval(Function([xs], m)), [from_list([1], cons, nil)])

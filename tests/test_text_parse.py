@@ -361,14 +361,16 @@ def @main(%x: float32 /* ty=float32 */) -> float32 { // trailing
     assert mod["main"].body.op is Op("negative")
 
 
-def test_nodes_carry_spans_and_sources_are_registered():
+def test_parsed_modules_carry_spans_and_sources_are_registered():
     text = HEADER + "def @main(%x: float32) -> float32 {\n  %0 = negative(%x);\n  exp(%0)\n}\n"
     mod = parse(text, source_name="model.relay")
     fn = mod["main"]
     call = fn.body
-    assert (call.span.source_name, call.span.line, call.span.column) == ("model.relay", 4, 3)
-    assert (call.args[0].span.line, call.args[0].span.column) == (3, 8)
-    assert (fn.params[0].span.line, fn.params[0].span.column) == (2, 11)
+    spans = mod.source_map
+    assert (spans.get(call).source_name, spans.get(call).line, spans.get(call).column) == \
+        ("model.relay", 4, 3)
+    assert (spans.get(call.args[0]).line, spans.get(call.args[0]).column) == (3, 8)
+    assert (spans.get(fn.params[0]).line, spans.get(fn.params[0]).column) == (2, 11)
     assert rg.errors.source_text("model.relay") == text
 
 

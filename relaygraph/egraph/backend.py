@@ -20,10 +20,12 @@ The classes rules create are typed inside egglog too, one action per new node
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 
 from ..errors import RelayError
@@ -32,7 +34,65 @@ from .encoding import EXPR, LIST, constructor_fields, schema_program
 from .typer import TypeTable
 
 __all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "typing_ruleset",
-           "combined_name"]
+           "combined_name", "scratch_egraph"]
+
+# egglog e-graphs are bound to the thread that made them (using one from another thread panics
+# with "EGraph is unsendable"), so what is cached for reuse is cached per thread.
+_PER_THREAD = threading.local()
+
+
+# An egglog e-graph can only be freed by the thread that made it (elsewhere egglog refuses,
+# warns and leaks it). One whose Backend dies in another thread waits here, by its thread, and
+# is freed when that thread next uses egglog or ends.
+_ORPHANS: dict[threading.Thread, list] = {}
+_ORPHANS_LOCK = threading.Lock()
+
+
+def _free_orphans() -> None:
+    if _ORPHANS:
+        me = threading.current_thread()
+        with _ORPHANS_LOCK:
+            mine = _ORPHANS.pop(me, None)
+            for thread in [t for t in _ORPHANS if not t.is_alive()]:  # ended before freeing them
+                _keep_for_good(_ORPHANS.pop(thread))
+        del mine
+
+
+def _keep_for_good(obj) -> None:
+    # Nobody may free it any more: keep it instead of letting egglog complain when it is freed.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+class _ThreadEnd:
+    """Kept in a thread's local storage: when the thread ends, frees the e-graphs left for it."""
+
+    __slots__ = ("thread",)
+
+    def __init__(self) -> None:
+        self.thread = threading.current_thread()
+
+    def __del__(self) -> None:
+        with _ORPHANS_LOCK:
+            mine = _ORPHANS.pop(self.thread, None)
+        del mine
+
+
+def _orphan(eg, owner: threading.Thread) -> None:
+    with _ORPHANS_LOCK:
+        if owner.is_alive():
+            _ORPHANS.setdefault(owner, []).append(eg)
+            return
+    _keep_for_good(eg)
+
+
+def scratch_egraph():
+    """This thread's empty e-graph, for parsing egglog text without touching a real one."""
+    eg = getattr(_PER_THREAD, "scratch", None)
+    if eg is None:
+        from egglog import bindings
+
+        eg = _PER_THREAD.scratch = bindings.EGraph()
+    return eg
 
 
 def typing_ruleset(ctor: str) -> str:
@@ -201,8 +261,13 @@ class Backend:
     def __init__(self) -> None:
         from egglog import bindings
 
+        _free_orphans()
+        if getattr(_PER_THREAD, "end", None) is None:
+            _PER_THREAD.end = _ThreadEnd()
         self.b = bindings
-        self.eg = bindings.EGraph()
+        self._eg = bindings.EGraph()
+        self._owner = threading.current_thread()
+        self._thread, self._thread_name = self._owner.ident, self._owner.name
         self.span = bindings.PanicSpan()
         self._declared: set[str] = set()
         self._sizes: dict[str, int] | None = None
@@ -224,12 +289,34 @@ class Backend:
             b.RunSchedule(b.Run(self.span, b.RunConfig("rg-clean", None))),
         ]
 
+    def __del__(self) -> None:
+        eg = self.__dict__.pop("_eg", None)
+        if eg is not None and threading.get_ident() != self._thread:
+            _orphan(eg, self._owner)
+
+    @property
+    def eg(self):
+        """The egglog e-graph (only from the thread that built it: egglog's rule)."""
+        self.check_thread()
+        return self._eg
+
+    def check_thread(self) -> None:
+        """Refuse, plainly, a use from a thread other than the one that built the e-graph."""
+        if threading.get_ident() != self._thread:
+            raise RelayError(
+                f"this e-graph was built in thread {self._thread_name!r} and egglog e-graphs cannot be "
+                f"used from another thread (this is {threading.current_thread().name!r}); build the "
+                "e-graph in the thread that uses it, or give each thread its own (saturate and "
+                "optimize do when given a program)")
+
     # -- running commands -----------------------------------------------------------------------
     def run(self, *commands, what: str = "egglog command") -> list:
         """Run bindings commands; egglog errors and panics become EgglogError."""
+        self.check_thread()  # (outside the try: using it from another thread is not an egglog error)
+        _free_orphans()
         self._sizes = None
         try:
-            return self.eg.run_program(*commands)
+            return self._eg.run_program(*commands)
         except BaseException as exc:  # egglog panics are BaseException subclasses
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise

@@ -22,7 +22,7 @@ from ..ir.expr import Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import free_vars
 from ..ir.types import Type
-from .backend import Backend, EgglogError, combined_name, parse_egglog
+from .backend import Backend, EgglogError, combined_name, parse_egglog, scratch_egraph
 from .batches import Batch, BatchBuilder, GraphState, RelayTables
 from .readback import gym_document, read_back
 from .signatures import HandleMaker, Snapshot, TypingProblem, expr_constructors, resolve_signatures
@@ -161,7 +161,7 @@ class RelayEGraph:
         returns the names egglog will report its rules' matches under."""
         self.flush()
         entry = ("egglog", text, ruleset, name)
-        commands = parse_egglog(_scratch(), text)
+        commands = parse_egglog(scratch_egraph(), text)
         if self._backend is not None:
             _execute(self._backend, self.state, entry)
         self.journal.append(entry)
@@ -364,12 +364,3 @@ def _report_names(commands, name: str | None) -> set[str]:
             out.add(c.rule.name or name or "")
     out.discard("")
     return out
-
-
-@functools.cache
-def _scratch():
-    """An empty e-graph for parsing egglog text without touching a real one."""
-    from egglog import bindings
-
-    return bindings.EGraph()
-

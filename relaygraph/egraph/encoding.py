@@ -48,6 +48,7 @@ from collections.abc import Iterable
 from ..errors import RelayError
 from ..ir.attrs import Attrs
 from ..ir.expr import Constant, Var
+from ..ir.pyparse import AST_LOCK
 from ..ops.registry import OpDef, all_ops
 
 __all__ = [
@@ -89,6 +90,8 @@ def op_from_constructor(name: str) -> OpDef | None:
     return lookup(name[len(OP_PREFIX):])
 
 
+
+
 def attr_key(value) -> str:
     """The egglog String of an attribute value (canonical: see relaygraph.ir.attrs)."""
     return repr(value)
@@ -96,12 +99,13 @@ def attr_key(value) -> str:
 
 def parse_attr_key(text: str):
     """The attribute value back from ``attr_key``."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        # repr() writes nan and inf as bare names, which literal_eval refuses: read just those two.
-        tree = _SpecialFloats().visit(ast.parse(text, mode="eval"))
-        return ast.literal_eval(tree.body)
+    with AST_LOCK:  # (ast.parse is not thread-safe in CPython 3.11.7: see AST_LOCK)
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            # repr() writes nan and inf as bare names, which literal_eval refuses: read just those.
+            tree = _SpecialFloats().visit(ast.parse(text, mode="eval"))
+            return ast.literal_eval(tree.body)
 
 
 def op_attr_keys(op: OpDef, attrs) -> tuple[str, ...]:

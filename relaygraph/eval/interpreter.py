@@ -67,6 +67,7 @@ class Interpreter:
 
     def __init__(self, mod: IRModule | None = None) -> None:
         self.mod = mod if mod is not None else IRModule()
+        self.spans = self.mod.source_map  # where the module's nodes were parsed, for errors
         self._globals: dict[GlobalVar, Closure] = {}
         self._shared: set = set()  # nodes with several parents evaluated once per frame
         self._analysed: set = set()
@@ -168,7 +169,7 @@ class Interpreter:
         if t is Var:
             value = _lookup(env, node)
             if value is _MISSING:
-                raise EvalError(_at(node, f"unbound variable %{node.name_hint}"))
+                raise EvalError(_at(self.spans, node, f"unbound variable %{node.name_hint}"))
             vals.append(value)
         elif t is Call:
             callee = node.op
@@ -233,10 +234,10 @@ class Interpreter:
         if tag == _PROJ:
             value = vals.pop()
             if not isinstance(value, tuple):
-                raise EvalError(_at(node, f"projection .{node.index} of a non-tuple value "
+                raise EvalError(_at(self.spans, node, f"projection .{node.index} of a non-tuple value "
                                           f"{_short(value)}"))
             if node.index >= len(value):
-                raise EvalError(_at(node, f"projection .{node.index} out of range for a tuple of "
+                raise EvalError(_at(self.spans, node, f"projection .{node.index} out of range for a tuple of "
                                           f"{len(value)} fields"))
             vals.append(value[node.index])
         elif tag == _TUPLE:
@@ -252,10 +253,11 @@ class Interpreter:
             fields = vals[len(vals) - n:] if n else []
             if n:
                 del vals[len(vals) - n:]
-            vals.append(_construct(node.op, fields, node))
+            vals.append(_construct(node.op, fields, node, self.spans))
         elif tag == _IF:
             cond = vals.pop()
-            ctrl.append((_EVAL, node.true_branch if _truth(cond, node) else node.false_branch, env))
+            branch = node.true_branch if _truth(cond, node, self.spans) else node.false_branch
+            ctrl.append((_EVAL, branch, env))
         elif tag == _MATCH:
             self._match(node, vals.pop(), env, ctrl)
         elif tag == _REF_NEW:
@@ -263,13 +265,13 @@ class Interpreter:
         elif tag == _REF_READ:
             ref = vals.pop()
             if not isinstance(ref, RefValue):
-                raise EvalError(_at(node, f"ref_read of a non-reference value {_short(ref)}"))
+                raise EvalError(_at(self.spans, node, f"ref_read of a non-reference value {_short(ref)}"))
             vals.append(ref.value)
         elif tag == _REF_WRITE:
             value = vals.pop()
             ref = vals.pop()
             if not isinstance(ref, RefValue):
-                raise EvalError(_at(node, f"ref_write to a non-reference value {_short(ref)}"))
+                raise EvalError(_at(self.spans, node, f"ref_write to a non-reference value {_short(ref)}"))
             ref.value = value
             vals.append(())
         else:
@@ -279,17 +281,18 @@ class Interpreter:
         if type(fn) is Closure:
             params = fn.func.params
             if len(params) != len(args):
-                raise EvalError(_at(node, f"wrong number of arguments: {fn.describe()} takes "
+                raise EvalError(_at(self.spans, node, f"wrong number of arguments: {fn.describe()} takes "
                                           f"{len(params)}, given {len(args)}"))
             frame = Frame(fn.env)
             frame.vars.update(zip(params, args, strict=True))
             ctrl.append((_EVAL, fn.func.body, frame))
         elif type(fn) is Constructor:
-            vals.append(_construct(fn, args, node))
+            vals.append(_construct(fn, args, node, self.spans))
         elif type(fn) is OpValue:
             vals.append(call_kernel(fn.op, args, EMPTY_ATTRS))
         else:
-            raise EvalError(_at(node, f"cannot call a value that is not a function: {_short(fn)}"))
+            raise EvalError(_at(self.spans, node,
+                                f"cannot call a value that is not a function: {_short(fn)}"))
 
     def _match(self, node: Match, value: Any, env: Frame, ctrl: list) -> None:
         for clause in node.clauses:
@@ -299,7 +302,7 @@ class Interpreter:
                 ctrl.append((_EVAL, clause.rhs, env))
                 return
         kind = value.name if isinstance(value, ConstructorValue) else describe(value)
-        raise EvalError(_at(node, f"match failed: no clause matches a value built by {kind}: "
+        raise EvalError(_at(self.spans, node, f"match failed: no clause matches a value built by {kind}: "
                                   f"{_short(value)}"))
 
 
@@ -312,17 +315,17 @@ def _lookup(frame: Frame | None, key) -> Any:
     return _MISSING
 
 
-def _construct(ctor: Constructor, fields: list, node) -> ConstructorValue:
+def _construct(ctor: Constructor, fields: list, node, spans) -> ConstructorValue:
     if len(fields) != len(ctor.inputs):
-        raise EvalError(_at(node, f"wrong number of arguments: constructor {ctor.name_hint} takes "
+        raise EvalError(_at(spans, node, f"wrong number of arguments: constructor {ctor.name_hint} takes "
                                   f"{len(ctor.inputs)}, given {len(fields)}"))
     return ConstructorValue(ctor, fields)
 
 
-def _truth(cond: Any, node) -> bool:
+def _truth(cond: Any, node, spans) -> bool:
     if isinstance(cond, (np.ndarray, np.bool_)) and cond.dtype == np.bool_ and np.size(cond) == 1:
         return bool(cond)
-    raise EvalError(_at(node, f"the condition of an if must be a bool scalar, got {describe(cond)}"))
+    raise EvalError(_at(spans, node, f"the condition of an if must be a bool scalar, got {describe(cond)}"))
 
 
 def _match_pattern(pattern, value: Any) -> list | None:
@@ -349,12 +352,12 @@ def _match_pattern(pattern, value: Any) -> list | None:
     return binds
 
 
-def _at(node, message: str) -> str:
+def _at(spans, node, message: str) -> str:
     """The message, prefixed with the node's source position when it was parsed."""
-    span = getattr(node, "span", None) if node is not None else None
+    span, text = spans.locate(node) if node is not None else (None, None)
     if span is None:
         return message
-    return format_diagnostic(message, None, span)
+    return format_diagnostic(message, text, span)
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -61,11 +61,13 @@ class Attrs(Node):
     @classmethod
     def _build(cls, items: tuple) -> Attrs:
         key = tuple((k, _key_of(v)) for k, v in items)
-        node = cls._make(key)
-        if not hasattr(node, "_dict"):
+
+        def fill(node: Attrs) -> None:
+            # runs only for a new node, before it is published: other threads see it complete
             Attrs.items.__set__(node, items)
             Attrs._dict.__set__(node, dict(items))
-        return node
+
+        return cls._make(key, init=fill)
 
     def field_values(self) -> tuple:
         return (self.items,)

@@ -245,12 +245,14 @@ class Constant(Expr):
         if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make rank 0 into rank 1)
             arr = arr.copy(order="C")
         digest = hashlib.blake2b(arr.tobytes(), digest_size=16).digest()
-        node = cls._make(dtype, tuple(arr.shape), digest)
-        if not hasattr(node, "_data"):  # a new node (an interned hit already has its data)
+
+        def fill(node: Constant) -> None:
+            # runs only for a new node, before it is published: other threads see it complete
             frozen = arr.copy()
             frozen.flags.writeable = False
-            Constant._data.__set__(node, frozen)
-        return node
+            _set_data(node, frozen)
+
+        return cls._make(dtype, tuple(arr.shape), digest, init=fill)
 
     @property
     def data(self) -> np.ndarray:
@@ -265,6 +267,9 @@ class Constant(Expr):
         if self.is_scalar:
             return f"<Constant {self._data.item()!r}:{self.dtype}>"
         return f"<Constant {self.dtype}{list(self.shape)}>"
+
+
+_set_data = Constant._data.__set__
 
 
 def const(value: Any, dtype: str | None = None) -> Constant:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 
 from .adt import Constructor, TypeData
@@ -9,7 +10,101 @@ from .expr import Expr, Function, GlobalVar
 from .node import NodeError
 from .types import GlobalTypeVar
 
-__all__ = ["IRModule"]
+__all__ = ["IRModule", "SourceMap"]
+
+
+class SourceMap:
+    """Where the nodes of one parse came from: node -> span of its first occurrence."""
+
+    # Nodes are interned, so one node may occur in many programs and many files: its source
+    # position belongs to the parse that read it, kept here and carried by the parsed module
+    # (and its copies), never on the node. Keys are held strongly: a node id could be reused
+    # by an unrelated node once the first one dies. A parse records character offsets into its
+    # own text (cheap); they become line and column only when a diagnostic asks.
+    __slots__ = ("_spans", "_texts", "_name", "_starts")
+
+    def __init__(self, name: str | None = None, text: str | None = None) -> None:
+        self._spans: dict = {}  # node -> offset into the own text (int) or a Span
+        self._texts: dict[str, str] = {}
+        self._name = name
+        self._starts: list[int] | None = None
+        if name is not None and text is not None:
+            self._texts[name] = text
+
+    def offsets(self) -> dict:
+        """The raw table a parser of the map's own text fills (node -> character offset)."""
+        return self._spans
+
+    def add(self, node, span) -> None:
+        """Record where ``node`` came from, unless an earlier occurrence is known."""
+        self._spans.setdefault(node, span)
+
+    def carry(self, old, new) -> None:
+        """Give ``new`` (a node rebuilt from ``old``) the span of ``old`` if it has none."""
+        if old in self._spans and new not in self._spans:
+            self._spans[new] = self._spans[old]
+
+    def get(self, node):
+        """The span of ``node`` in this parse, or None."""
+        span = self._spans.get(node)
+        return self._span_at(span) if type(span) is int else span
+
+    def locate(self, node) -> tuple:
+        """``(span, source text)`` of ``node`` for a diagnostic (either may be None)."""
+        span = self.get(node)
+        return span, (self._texts.get(span.source_name) if span is not None else None)
+
+    def add_text(self, name: str, text: str) -> None:
+        """Keep a source text so diagnostics show its lines."""
+        self._texts[name] = text
+
+    def absorb(self, other: SourceMap) -> None:
+        """Add the other map's spans (and texts) for the nodes this one lacks."""
+        if not self._spans and self._name is None:
+            self._name, self._starts = other._name, other._starts
+            self._spans.update(other._spans)
+        else:
+            for node in other._spans:
+                if node not in self._spans:
+                    self._spans[node] = other.get(node)
+        self._texts.update({k: v for k, v in other._texts.items() if k not in self._texts})
+
+    def merged(self, other: SourceMap) -> SourceMap:
+        """A new map with this map's spans and, for nodes it lacks, the other's."""
+        if not other._spans:
+            return self
+        if not self._spans:
+            return other
+        out = SourceMap(self._name)
+        out._starts = self._starts
+        out._texts = dict(self._texts)
+        out._spans = dict(self._spans)
+        out.absorb(other)
+        return out
+
+    def __contains__(self, node) -> bool:
+        return node in self._spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __repr__(self) -> str:
+        return f"<SourceMap {self._name or ''} {len(self._spans)} nodes>"
+
+    def _span_at(self, pos: int):
+        from ..errors import Span
+
+        starts = self._starts
+        if starts is None:
+            text = self._texts.get(self._name, "")
+            starts = [0]
+            i = text.find("\n")
+            while i >= 0:
+                starts.append(i + 1)
+                i = text.find("\n", i + 1)
+            self._starts = starts
+        line = bisect.bisect_right(starts, pos)
+        return Span(self._name, line, pos - starts[line - 1] + 1)
 
 
 class IRModule:
@@ -17,9 +112,12 @@ class IRModule:
     recursive. Nodes are immutable; a module is a small mutable table of them that passes copy."""
 
     __slots__ = ("functions", "type_definitions", "_by_name", "_types_by_name", "attrs",
-                 "checked_types")
+                 "checked_types", "source_map")
 
-    def __init__(self, functions=None, type_definitions=None, attrs=None) -> None:
+    def __init__(self, functions=None, type_definitions=None, attrs=None,
+                 source_map: SourceMap | None = None) -> None:
+        # where the module's nodes were parsed (shared by copies, like the nodes themselves)
+        self.source_map = source_map if source_map is not None else SourceMap()
         self.functions: dict[GlobalVar, Function] = {}
         self.type_definitions: dict[GlobalTypeVar, TypeData] = {}
         self._by_name: dict[str, GlobalVar] = {}
@@ -60,6 +158,7 @@ class IRModule:
             self.add_type(data, gtv, update=True)
         for gv, fn in other.functions.items():
             self.add(self._by_name.get(gv.name_hint, gv), fn, update=True)
+        self.source_map = self.source_map.merged(other.source_map)
 
     def remove(self, gv: GlobalVar | str) -> None:
         """Drop a global function."""
@@ -148,7 +247,7 @@ class IRModule:
 
     def copy(self) -> IRModule:
         """A shallow copy: a new table over the same immutable nodes."""
-        new = IRModule(attrs=self.attrs)
+        new = IRModule(attrs=self.attrs, source_map=self.source_map)
         new.functions = dict(self.functions)
         new.type_definitions = dict(self.type_definitions)
         new._by_name = dict(self._by_name)

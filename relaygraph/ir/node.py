@@ -3,13 +3,18 @@
 Every node class lists its fields in ``__slots__``. Structural nodes are interned through a
 weak table per class keyed by the field values: building a node equal to a live one returns
 the live one, so ``==`` and ``hash`` are identity (Python's defaults) and cost O(1). Nominal
-nodes (variables) skip the table and are always new. Debug info such as source spans lives in
-a slot outside the key.
+nodes (variables) skip the table and are always new. A node carries nothing outside its key
+that could differ between two programs sharing it: source spans belong to the parse that read
+them (``SourceMap``), checked types to the result of inference.
+
+Interning is thread-safe: a node is complete before it is published in the table, and two
+threads building equal nodes at once get the same one (see ``_compile_make``).
 """
 
 from __future__ import annotations
 
 import weakref
+from _weakref import _remove_dead_weakref as remove_dead
 from typing import Any, ClassVar
 
 __all__ = ["Node", "NodeError", "live_interned_count", "paused_gc"]
@@ -26,16 +31,34 @@ class _KeyedRef(weakref.ref):
 
 
 # One weak table per node class (so keys need not hold the class): key -> weak reference.
+# Threads share them without a lock: every update is one atomic dict operation (under the GIL),
+# ``setdefault`` to publish a node and ``_remove_dead_weakref`` (the C helper WeakValueDictionary
+# uses) to drop an entry only while it is dead, so a live node published meanwhile stays.
 _TABLES: list[dict] = []
 
 
 def _dropper(table: dict):
     def drop(ref: _KeyedRef) -> None:
-        # Only remove the entry if it still points at this (now dead) reference.
-        if table.get(ref.key) is ref:
-            del table[ref.key]
+        remove_dead(table, ref.key)
 
     return drop
+
+
+def _publisher(table: dict):
+    setdefault = table.setdefault
+
+    def publish(key: tuple, ref: _KeyedRef, node):
+        """Slow path: the slot held a dead reference not dropped yet; drop it and try again."""
+        while True:
+            remove_dead(table, key)
+            old = setdefault(key, ref)
+            if old is ref:
+                return node
+            live = old()
+            if live is not None:
+                return live
+
+    return publish
 
 
 def live_interned_count() -> int:
@@ -46,7 +69,7 @@ def live_interned_count() -> int:
 class Node:
     """Base of every IR node: frozen, slotted, interned unless nominal."""
 
-    __slots__ = ("__weakref__", "_span")
+    __slots__ = ("__weakref__",)
     _fields: ClassVar[tuple[str, ...]] = ()
     _nominal: ClassVar[bool] = False
     _setters: ClassVar[tuple] = ()
@@ -117,27 +140,19 @@ class Node:
         """This node rebuilt over new children; leaves return themselves."""
         return self
 
-    @property
-    def span(self):
-        """Source span (file, line, column, ...) where the node was first parsed, or None."""
-        try:
-            return self._span
-        except AttributeError:
-            return None
-
-    def with_span(self, span) -> Node:
-        """Attach a span if the node has none yet (spans are not part of the key)."""
-        if not hasattr(self, "_span"):
-            Node._span.__set__(self, span)
-        return self
-
 
 def _compile_make(cls: type):
-    """An interning constructor specialised to the class's field count (hot path: every node)."""
+    """An interning constructor specialised to the class's field count (hot path: every node).
+
+    ``_make(*fields, init=None)``: ``init(node)`` fills slots outside the key (a Constant's
+    data) before the node is published, so no thread ever sees a half-built node. The new node
+    is published with ``setdefault``: of two threads racing to build equal nodes, the one that
+    loses gets the winner's node and drops its own.
+    """
     args = ", ".join(f"v{i}" for i in range(len(cls._fields)))
     sets = "".join(f"    s{i}(node, v{i})\n" for i in range(len(cls._fields)))
     src = (
-        f"def _make({args}):\n"
+        f"def _make({args}{', ' if args else ''}init=None):\n"
         f"    key = ({args}{',' if len(cls._fields) == 1 else ''})\n"
         "    ref = get(key)\n"
         "    if ref is not None:\n"
@@ -146,15 +161,22 @@ def _compile_make(cls: type):
         "            return node\n"
         "    node = new(cls)\n"
         f"{sets}"
+        "    if init is not None:\n"
+        "        init(node)\n"
         "    ref = Ref(node, drop)\n"
         "    ref.key = key\n"
-        "    table[key] = ref\n"
-        "    return node\n"
+        "    old = setdefault(key, ref)\n"
+        "    if old is ref:\n"
+        "        return node\n"
+        "    live = old()\n"
+        "    if live is not None:\n"
+        "        return live\n"
+        "    return publish(key, ref, node)\n"
     )
     table: dict = {}
     _TABLES.append(table)
-    env = {"cls": cls, "get": table.get, "table": table, "new": object.__new__, "Ref": _KeyedRef,
-           "drop": _dropper(table)}
+    env = {"cls": cls, "get": table.get, "setdefault": table.setdefault, "new": object.__new__,
+           "Ref": _KeyedRef, "drop": _dropper(table), "publish": _publisher(table)}
     env.update({f"s{i}": setter for i, setter in enumerate(cls._setters)})
     exec(compile(src, f"<{cls.__name__}._make>", "exec"), env)  # noqa: S102 - generated above
     return env["_make"]

@@ -22,6 +22,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..ir.pyparse import AST_LOCK
 from ..ir.types import Type
 from .attr_functions import ATTR_FUNCTIONS, AttrFunction
 from .condast import (
@@ -152,7 +153,8 @@ def parse_expression(piece: Located, kinds: Kinds, what: str = "condition") -> E
     text = "(" + prepared.text + "\n)"
     lines = _line_starts(text)
     try:
-        tree = ast.parse(text, mode="eval").body
+        with AST_LOCK:  # (ast.parse is not thread-safe in CPython 3.11.7: see AST_LOCK)
+            tree = ast.parse(text, mode="eval").body
     except SyntaxError as exc:
         pos = _abs_pos(lines, exc.lineno or 1, (exc.offset or 1) - 1) - 1
         raise RuleSyntaxError(f"syntax error in the {what}: {exc.msg}",

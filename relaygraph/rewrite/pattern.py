@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ParseError
 from ..ir.expr import Call, Constant, Expr, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
-from ..ir.module import IRModule
+from ..ir.module import IRModule, SourceMap
 from ..ops.registry import REQUIRED, OpDef, lookup
 from ..text import parse_expr
 from .sidetext import ANON, PV_PREFIX, SideText
@@ -215,12 +215,14 @@ _counter = itertools.count(1)
 def side_to_pattern(side: SideText, source_name: str, binders: frozenset = frozenset()):
     """Parse a prepared side with the Relay parser and convert it to a pattern; ``binders``
     are the let binders of the rule, which stand for their variable where they occur free."""
+    spans = SourceMap()
     try:
-        expr = parse_expr(side.text, source_name=source_name, mod=_subst_module(), raw_attrs=True)
+        expr = parse_expr(side.text, source_name=source_name, mod=_subst_module(), raw_attrs=True,
+                          source_map=spans)
     except ParseError as exc:
         pos = _pos_of_span(side.text, exc.span)
         raise PatternError(_clean(exc.message), pos) from None
-    return _Convert(side, source_name, binders).convert(expr)
+    return _Convert(side, source_name, binders, spans).convert(expr)
 
 
 def _clean(message: str) -> str:
@@ -235,14 +237,16 @@ def _pos_of_span(text: str, span) -> int:
 
 
 class _Convert:
-    def __init__(self, side: SideText, source_name: str, outer: frozenset) -> None:
+    def __init__(self, side: SideText, source_name: str, outer: frozenset,
+                 spans: SourceMap) -> None:
         self.side = side
+        self.spans = spans
         self.source_name = source_name
         self.outer = outer
         self.binders: dict[Var, str] = {}
 
     def pos(self, node: Expr) -> int:
-        span = node.span
+        span = self.spans.get(node)
         if span is None or span.source_name != self.source_name:
             return 0
         return _pos_of_span(self.side.text, span)

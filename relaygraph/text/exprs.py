@@ -12,6 +12,7 @@ from ..errors import ParseError
 from ..ir.adt import Constructor
 from ..ir.attrs import Attrs, canonical_attr
 from ..ir.expr import Call, Constant, Expr, If, Op, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem
+from ..ir.module import SourceMap
 from ..ir.node import Node, NodeError
 from ..ir.types import Any
 from ..ops import lookup as lookup_op
@@ -60,11 +61,13 @@ class ExprActions:
         self.attr_cache: dict = {}
         self.graph: dict[int, Expr] = {}
         self.raw_attrs = False  # keep op attributes as written (see parse_expr)
+        # this parse's spans: node -> offset of its first occurrence (lines computed on demand)
+        self.spans = SourceMap(source.name, source.text)
+        self._mark = self.spans.offsets().setdefault
 
     def at(self, node: Node, pos: int) -> Node:
-        """``node`` with the span of offset ``pos`` unless it already has one."""
-        if not hasattr(node, "_span"):  # (cheaper than the span property on a fresh node)
-            node.with_span(self.source.span(pos))
+        """``node``, noting offset ``pos`` as its span in this parse unless it occurred before."""
+        self._mark(node, pos)
         return node
 
     def fail(self, message: str, pos: int) -> ParseError:

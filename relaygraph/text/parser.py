@@ -25,7 +25,7 @@ from ..ir.adt import (
 )
 from ..ir.attrs import Attrs, canonical_attr
 from ..ir.expr import Constant, Expr, Function, GlobalVar, Let, Var
-from ..ir.module import IRModule
+from ..ir.module import IRModule, SourceMap
 from ..ir.node import NodeError, paused_gc
 from ..ir.types import (
     DTYPES,
@@ -47,7 +47,10 @@ __all__ = ["parse", "parse_expr", "parse_file"]
 
 
 def parse(text: str, source_name: str = "<string>") -> IRModule:
-    """Parse a Relay module (``#[version = "0.0.5"]`` header required) into an IRModule."""
+    """Parse a Relay module (``#[version = "0.0.5"]`` header required) into an IRModule.
+
+    The module's ``source_map`` says where each node was read (its first occurrence).
+    """
     source = Source(source_name, text)
     if source.version is None:
         start = len(source.code) - len(source.code.lstrip())
@@ -60,18 +63,22 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
 
 
 def parse_expr(text: str, source_name: str = "<string>", mod: IRModule | None = None, *,
-               raw_attrs: bool = False) -> Expr:
+               raw_attrs: bool = False, source_map: SourceMap | None = None) -> Expr:
     """Parse one Relay expression (the version header is optional).
 
     ``mod`` supplies the globals, ADTs and constructors the expression may refer to. With
     ``raw_attrs``, op calls keep their attributes exactly as written (no defaults, no check
-    against the op's schema): rewrite-rule patterns need to know what was written.
+    against the op's schema): rewrite-rule patterns need to know what was written. A
+    ``source_map`` given receives where each node was read (its first occurrence).
     """
     source = Source(source_name, text)
     parser = _Parser(source, mod)
     parser.raw_attrs = raw_attrs
     with paused_gc():
-        return lalr.run(source, "expression", parser.handlers())
+        expr = lalr.run(source, "expression", parser.handlers())
+    if source_map is not None:
+        source_map.absorb(parser.spans)
+    return expr
 
 
 def parse_file(path: str | Path) -> IRModule:
@@ -158,7 +165,7 @@ class _Parser(ExprActions):
     # -- module ----------------------------------------------------------------------------------
     def r_module(self, k, p):
         self.check_references()
-        mod = IRModule()
+        mod = IRModule(source_map=self.spans)
         for data in self.type_defs.values():
             mod.add_type(data)
         for gv, fn in self.functions.items():
@@ -281,7 +288,7 @@ class _Parser(ExprActions):
                 except NodeError as exc:
                     raise self.fail(str(exc), item.pos) from None
             elif attrs:
-                raise ParseError("parameters must come before attributes", item.span,
+                raise ParseError("parameters must come before attributes", self.spans.get(item),
                                  self.source.text)
             else:
                 params.append(item)

@@ -120,7 +120,7 @@ class _Checker:
     # -- errors -------------------------------------------------------------------------------
     def error(self, node: Node, message: str) -> RelayTypeError:
         """A type error about ``node`` (its source position when it was parsed)."""
-        return RelayTypeError(f"{describe(node)}: {message}", span=node.span)
+        return RelayTypeError(f"{describe(node)}: {message}", *self.mod.source_map.locate(node))
 
     def show(self, t: Type) -> str:
         return format_type(self.solver.resolve(t))
@@ -376,7 +376,7 @@ class _Checker:
         try:
             return opdef.type_relation(args, node.attrs)
         except RelayTypeError as exc:
-            raise RelayTypeError(exc.message, span=node.span) from None
+            raise RelayTypeError(exc.message, *self.mod.source_map.locate(node)) from None
 
     def _op_call(self, node: Call, op: Op, args: list) -> Type:
         opdef = self._opdef(node, op.name)
@@ -555,8 +555,7 @@ def _finish_exprs(ck: _Checker, final: dict, several: dict, roots: list) -> tupl
     for old, new in pairs:
         if new is not old and old in final:
             extra[new] = final[old]
-            if old.span is not None and new.span is None:
-                new.with_span(old.span)
+            ck.mod.source_map.carry(old, new)
         elif new is not old and old in several:
             several[new] = several[old]
     final.update(extra)
