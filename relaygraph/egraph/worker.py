@@ -64,7 +64,7 @@ class _RemoteGraph:
 
 def saturate_in_worker(egraph, specs, python: dict, options: dict):
     """Run saturation in a child process under a hard time limit; the parent's e-graph follows."""
-    from .saturation import IterationStats, Overrun, SaturationReport, progress_bar
+    from .saturation import IterationStats, Overrun, SaturationReport, iteration_info, progress_bar, stop_info
     from .saturation import apply_python_rewrites as apply_here
 
     if os.name != "posix":
@@ -77,7 +77,8 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
     report = SaturationReport("iter-limit", [], {}, 0.0, {}, "worker", egraph=egraph)
     delta: list = []  # the child's journal entries, in order
     checkpoint = None  # (iteration, journal entries it covers, document, sizes)
-    bar = progress_bar(options["iter_limit"], options["progress"])
+    limit = "" if time_limit is None else f", a hard time limit of {time_limit:g} s"
+    bar = progress_bar(options["iter_limit"], options["progress"], f"in a worker process{limit}")
     child_options = dict(options, progress=False)
     try:
         send(("start", egraph.journal, egraph.root, specs, child_options))
@@ -100,8 +101,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
                 stats: IterationStats = message[1]
                 delta.extend(message[2])
                 report.iterations.append(stats)
-                bar.update(1)
-                bar.set_postfix(nodes=stats.nodes, classes=stats.classes)
+                bar.step(iteration_info(stats))
             elif kind == "checkpoint":
                 delta.extend(message[2])
                 checkpoint = (message[1], len(delta), message[3], message[4])
@@ -133,6 +133,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
             elif kind == "error":
                 _, cls, text = message
                 raise (RuleError if cls == "RuleError" else RelayError)(text)
+        bar.done(stop_info(report))
     finally:
         bar.close()
         if proc.poll() is None:
