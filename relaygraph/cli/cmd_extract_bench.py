@@ -119,5 +119,6 @@ def register(sub) -> None:
     p.add_argument("--out", default="extract-bench-out", metavar="DIR",
                    help="where the CSV, Markdown table and PNG go (default extract-bench-out)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress output (as --quiet)")
     p.set_defaults(run=_cmd)

@@ -161,6 +161,7 @@ class Table:
         fixed = sum(widths.values()) + 2 * (len(_COLUMNS) - 1)
         longest = max([len(head["file"]), *map(len, labels)])
         widths["file"] = max(min(longest, width - fixed), 16)
+        widths["status"] += max(0, width - fixed - widths["file"])  # short names leave room for it
         self.head, self.widths = head, widths
 
     def _line(self, cells: dict) -> str:
