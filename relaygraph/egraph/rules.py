@@ -1,7 +1,9 @@
 """Rules as saturation sees them: egglog text in rulesets of their own, and their Python halves.
 
-A rule is an object from ``relaygraph.rewrite`` (``.name``, ``.ruleset``, ``.declarations()``,
-``.commands()``, ``.python_rewrite``) or plain egglog text (declarations, and ``rewrite``,
+A rule is an object from ``relaygraph.rewrite`` (compiled by ``relaygraph.egraph.rule_compiler``),
+an object of one's own offering ``.name``, ``.declarations()``, ``.commands()`` and
+``.python_rewrite`` (None, or an object with ``relation``, ``variables`` and ``apply``), or plain
+egglog text (declarations, and ``rewrite``,
 ``birewrite`` and ``rule`` commands, each becoming a rule of its own). Every rule's commands
 are moved into a ruleset of their own (``rg-rule-<i>``) so that the scheduler can hold back
 one rule without the others; egglog reports matches under the commands' ``:name``, which
@@ -69,7 +71,11 @@ class RuleSpec:
 
 def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
     """RuleSpecs for rule objects and egglog text, and each Python rewrite by rule name."""
-    if isinstance(rules, str) or hasattr(rules, "commands"):
+    from ..rewrite.rule import AnalysisRule, EggRule, Rule
+    from .rule_compiler import compile_rule
+
+    ours = (Rule, EggRule, AnalysisRule)
+    if isinstance(rules, (str, *ours)) or hasattr(rules, "commands"):
         rules = [rules]
     specs: list[RuleSpec] = []
     python: dict[str, object] = {}
@@ -77,10 +83,15 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
         if isinstance(rule, str):
             specs.extend(_text_rules(rule, len(specs)))
             continue
-        if not hasattr(rule, "commands") or not hasattr(rule, "name"):
+        if isinstance(rule, ours):
+            compiled = compile_rule(rule)
+            decls, commands = compiled.declarations, compiled.commands
+        elif hasattr(rule, "commands") and hasattr(rule, "name"):
+            decls, commands = list(rule.declarations()), list(rule.commands())
+        else:
             raise RuleError(f"saturate: expected rule objects or egglog text, got {type(rule).__name__}")
         name = str(rule.name)
-        spec = RuleSpec(name, f"rg-rule-{len(specs)}", list(rule.declarations()), list(rule.commands()))
+        spec = RuleSpec(name, f"rg-rule-{len(specs)}", decls, commands)
         rewrite = getattr(rule, "python_rewrite", None)
         if rewrite is not None:
             spec.relation, spec.variables = rewrite.relation, list(rewrite.variables)
