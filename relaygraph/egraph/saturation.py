@@ -39,7 +39,8 @@ from .rules import RuleSpec, install_rules, mentioned_constructors, prepare_rule
 from .typer import NodeTypeError
 
 __all__ = ["saturate", "SaturationReport", "IterationStats", "Saturator", "Overrun",
-           "apply_python_rewrites", "progress_bar"]
+           "apply_python_rewrites", "progress_bar", "LIMITS", "report_limits", "record_iteration",
+           "tally_matches"]
 
 
 @dataclass
@@ -168,10 +169,8 @@ class Saturator:
                     break
                 index += 1
                 stats, changed = self.iteration(index)
-                report.iterations.append(stats)
+                record_iteration(report, stats, bar)
                 report.state_iteration = index
-                bar.update(1)
-                bar.set_postfix(nodes=stats.nodes, classes=stats.classes)
                 if self.on_iteration is not None:
                     self.on_iteration(stats)
                 if not changed and not self._fast_forward(index):
@@ -355,9 +354,35 @@ class Saturator:
         return None
 
     def _limits(self) -> dict:
-        return {"node_limit": self.node_limit, "iter_limit": self.iter_limit, "time_limit": self.time_limit,
-                "scheduler": "backoff" if self.backoff else "simple", "match_limit": self.match_limit,
-                "ban_length": self.ban_length}
+        return report_limits({"node_limit": self.node_limit, "iter_limit": self.iter_limit,
+                              "time_limit": self.time_limit,
+                              "scheduler": "backoff" if self.backoff else "simple",
+                              "match_limit": self.match_limit, "ban_length": self.ban_length})
+
+
+LIMITS = ("node_limit", "iter_limit", "time_limit", "scheduler", "match_limit", "ban_length")
+
+
+def report_limits(options: dict) -> dict:
+    """The limits a report lists, from saturation's options (the same in-process and in a worker)."""
+    out = {k: options[k] for k in LIMITS}
+    out["scheduler"] = out["scheduler"] or "simple"
+    return out
+
+
+def record_iteration(report: SaturationReport, stats: IterationStats, bar) -> None:
+    """Add an iteration's statistics to the report and advance the progress bar."""
+    report.iterations.append(stats)
+    bar.update(1)
+    bar.set_postfix(nodes=stats.nodes, classes=stats.classes)
+
+
+def tally_matches(report: SaturationReport) -> None:
+    """The report's matches per rule, summed from its iterations."""
+    report.matches.clear()
+    for stats in report.iterations:
+        for name, count in stats.matches.items():
+            report.matches[name] = report.matches.get(name, 0) + count
 
 
 class Overrun(Exception):
