@@ -51,6 +51,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from ..text import astext
 
     mod, params, label = _program(args)
+    if _wants_rule_check(args):
+        _check_rules(args.rules)
     entry = f"{len(mod['main'].params)} inputs" if "main" in mod else "no @main"
     print(f"optimizing {label}: {entry}"
           + (f", {len(params)} weights bound as constants" if params else ""))
@@ -61,20 +63,58 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                    keep_fused_ops=args.keep_fused_ops)
     print(res.summary())
     text = astext(res.module)
-    if args.output:
+    if args.output and _may_write(res, args):
         Path(args.output).write_text(text)
         print(f"optimized program written to {args.output}")
-    else:
+    elif not args.output:
         lines = text.splitlines()
         print(f"\noptimized program ({len(lines)} lines; -o FILE writes all of it):")
         print("\n".join(lines[:PREVIEW_LINES]) + ("\n..." if len(lines) > PREVIEW_LINES else ""))
     if args.report:
         res.save_report(args.report)
         print(f"report written to {args.report}")
-    if res.check_passed is False:
-        print("relaygraph: error: the optimized program's outputs differ from the original's")
-        return 1
-    return 0
+    if res.check_passed is True or args.no_check:
+        return 0
+    return _check_failed(res, args)
+
+
+def _may_write(res, args: argparse.Namespace) -> bool:
+    """``-o`` is written when the check passed (or was not asked for), or with ``--force``."""
+    return res.check_passed is True or args.no_check or args.force
+
+
+def _check_failed(res, args: argparse.Namespace) -> int:
+    """Say why the check failed and what became of ``-o``; exit code 1."""
+    import sys
+
+    print(f"relaygraph: error: {res.failure_message()}", file=sys.stderr)
+    if args.output and args.force:
+        print(f"relaygraph: {args.output} was written anyway (--force)", file=sys.stderr)
+    elif args.output:
+        print(f"relaygraph: {args.output} was not written because the check did not pass "
+              "(--force writes it anyway)", file=sys.stderr)
+    return 1
+
+
+def _wants_rule_check(args: argparse.Namespace) -> bool:
+    """``--check-rules`` / ``--no-check-rules``; by default rule files given with ``--rules`` are
+    checked, the built-in ones (checked by the test suite) are not."""
+    return bool(args.rules) if args.check_rules is None else args.check_rules
+
+
+def _check_rules(paths) -> None:
+    """Run the soundness checker (as ``relaygraph rules check``); UsageError naming the bad rules."""
+    from ..egraph.optimize import default_rule_files
+    from ..rewrite import load_rules
+    from ..rewrite.soundness import check_rules
+
+    results = check_rules(load_rules(paths or default_rule_files()))
+    bad = [r for r in results if not (r.ok or r.status == "not instantiable")]
+    if bad:
+        raise UsageError("; ".join(f"rule {r.rule}" + (f" ({r.source})" if r.source else "")
+                                   + f" is {r.status}: {'; '.join(r.detail.splitlines())}"
+                                   for r in bad)
+                         + " (--no-check-rules skips this check)")
 
 
 def register(sub) -> None:
@@ -102,6 +142,12 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", help="write the optimized program here")
     p.add_argument("--report", help="write a JSON report here")
     p.add_argument("--no-check", action="store_true", help="skip evaluating and timing both programs")
+    p.add_argument("--force", action="store_true",
+                   help="write -o even when the check fails (by default it is written only when the "
+                        "optimized program's outputs match the original's)")
+    p.add_argument("--check-rules", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the soundness checker (relaygraph rules check) on the rules first and stop "
+                        "if one is unsound (default: on for files given with --rules)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs for the check")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_cmd_optimize)

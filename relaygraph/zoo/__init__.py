@@ -12,11 +12,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import numpy as np
-
 from ..errors import OptionError, UnknownNameError
 from ..ir.module import IRModule
-from ..ir.types import TensorType
 from . import examples
 from .bert import bert
 from .dcgan import dcgan
@@ -59,17 +56,13 @@ def get(name: str, **options) -> tuple[IRModule, dict]:
 
 
 def example_inputs(mod: IRModule, params: dict, seed: int = 0, entry: str = "main") -> dict:
-    """Seeded random values for the entry function's inputs that are not parameters."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for p in mod[entry].params:
-        if p.name_hint in params:
-            continue
-        ty = p.type_annotation
-        if not isinstance(ty, TensorType) or not ty.is_concrete:
-            raise ValueError(f"input %{p.name_hint} has no concrete tensor type to draw values for")
-        out[p.name_hint] = rng.standard_normal(ty.shape).astype(ty.dtype)
-    return out
+    """Seeded random values for the entry function's inputs that are not parameters, each from
+    the domain its uses want (``relaygraph.eval.inputs``)."""
+    from ..eval.inputs import random_inputs
+
+    names = [p.name_hint for p in mod[entry].params if p.name_hint not in params]
+    values = random_inputs(mod, seed, entry=entry, skip=set(params))
+    return dict(zip(names, values, strict=True))
 
 
 register("residual-mlp", examples.residual_mlp)
