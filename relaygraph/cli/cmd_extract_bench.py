@@ -81,7 +81,7 @@ def _cmd(args: argparse.Namespace) -> int:
         f.write(bench.markdown_table(rows) + "\n")
     written = ["extract-bench.csv", "extract-bench.md"]
     if not args.no_plot:
-        bench.plot(rows, os.path.join(args.out, "extract-bench.png"))
+        bench.plot(rows, os.path.join(args.out, "extract-bench.png"), cost=args.cost)
         written.append("extract-bench.png")
     print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
     bad = [r for r in rows if r["status"].startswith(("error", "invalid", "cost mismatch"))]

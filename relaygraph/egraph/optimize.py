@@ -97,7 +97,7 @@ class OptimizeResult:
             ("e-graph", "; ".join(f"{prefix(k)}{sat.nodes} e-nodes, {sat.classes} e-classes"
                                   for k, sat in sats.items())),
             ("saturation", "; ".join(f"{prefix(k)}{len(sat.iterations)} iterations, stopped: "
-                                     f"{sat.stop_reason} ({sat.seconds:.2f} s)" for k, sat in sats.items())),
+                                     f"{sat.stop_detail} ({sat.seconds:.2f} s)" for k, sat in sats.items())),
             (f"cost ({self.cost_model})", f"{self.cost_before:.6g} -> {self.cost_after:.6g} "
                                           f"({_ratio(self.cost_before, self.cost_after)})"),
             ("extractor", f"{self.extractor}, {self.extraction_seconds:.2f} s"
@@ -193,7 +193,7 @@ def strict_json(value):
 
 
 def _saturation_json(sat) -> dict:
-    return {"stop_reason": sat.stop_reason, "seconds": sat.seconds,
+    return {"stop_reason": sat.stop_reason, "stop_detail": sat.stop_detail, "seconds": sat.seconds,
             "iterations": [{"nodes": it.nodes, "classes": it.classes, "seconds": it.seconds}
                            for it in sat.iterations],
             "matches": dict(sat.matches)}

@@ -87,6 +87,16 @@ class SaturationReport:
         done = [it for it in self.iterations if it.index == self.state_iteration]
         return done[0].classes if done else self.initial_classes
 
+    @property
+    def stop_detail(self) -> str:
+        """Why saturation stopped, in words; says when the e-graph overshot its node limit."""
+        limit = self.limits.get("node_limit")
+        if self.stop_reason == "node-limit" and limit is not None:
+            # the limit is checked between iterations, so the last one can go well past it
+            over = "" if self.nodes == limit else " after the iteration that crossed it"
+            return f"node limit {limit} reached ({self.nodes} e-nodes{over})"
+        return self.stop_reason
+
     def __str__(self) -> str:
         lines = [f"saturation: {self.stop_reason} after {len(self.iterations)} iteration(s), "
                  f"{self.seconds:.2f} s ({self.mode}); e-graph {self.nodes} e-nodes, {self.classes} "
@@ -103,6 +113,8 @@ class SaturationReport:
             ranked = sorted(self.matches.items(), key=lambda kv: -kv[1])
             lines += [f"  {n:<{width}} {c:>9}" for n, c in ranked]
         lines += [f"note: {n}" for n in self.notes]
+        if self.stop_detail != self.stop_reason:
+            lines.append(f"note: {self.stop_detail}; the limit is checked between iterations")
         return "\n".join(lines)
 
 
