@@ -213,9 +213,9 @@ def test_type_changing_rule_under_optimize_gives_file_line_and_both_types(files,
     code, err = run(capsys, "optimize", files / "m.relay", "--rules", rules, "--extractor", "tree",
                     "--no-check", "--no-progress")
     assert code == 2
-    first = err.splitlines()[0]
-    assert first.startswith(f"{rules}:2:1: error: rule drop-dense changes type: Tensor[")
-    assert " vs Tensor[" in first and first.endswith("; refused") and err.count("error:") == 1
+    first = err.splitlines()[0]  # at the rule's file:line, with the type before and after
+    assert f"{rules}:2" in first and "rule drop-dense changes type: Tensor[" in first
+    assert " vs Tensor[" in first and err.count("error:") == 1
     with pytest.raises(rg.RuleError) as info:
         rg.optimize(rg.text.parse_file(files / "m.relay"), rules=rules, extractor="tree", check=False)
     assert info.value.span.line == 2 and "changes type" in info.value.message
