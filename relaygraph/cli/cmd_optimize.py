@@ -5,52 +5,70 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..validate import EXTRACTORS
 from . import UsageError
 
 __all__ = ["register"]
 
+# for --help only: the names are checked by relaygraph.validate, as rg.optimize checks them
 COSTS = ("node-count", "flops", "bytes", "latency", "measured")
-EXTRACTORS = ("tree", "greedy-dag", "ilp")
 PREVIEW_LINES = 25
 
 
-def _model_options(pairs: list[str]) -> dict:
+def model_options(args: argparse.Namespace) -> dict:
+    """The zoo options of ``-O name=value`` (values parsed as pass options are) and ``--small``,
+    checked against what the model takes before anything is built."""
+    from .. import zoo
     from ..passes.pipeline import option_value
 
     out = {}
-    for pair in pairs:
+    for pair in args.model_option:
         if "=" not in pair:
             raise UsageError(f"model option {pair!r} must look like name=value")
         key, value = pair.split("=", 1)
-        out[key] = option_value(value)
+        out[key.strip().replace("-", "_")] = option_value(value)
+    if args.small:
+        out["small"] = True
+    zoo.check_options(args.model, **out)
     return out
 
 
-def _program(args: argparse.Namespace):
+def load_program(args: argparse.Namespace, what: str = "optimize"):
+    """(module, params, label) of the Relay file or ``--model`` the command was given."""
     from .. import zoo
     from ..text import parse_file
 
     if (args.file is None) == (args.model is None):
         raise UsageError("give a Relay file or --model NAME (not both)")
     if args.file is not None:
-        if not Path(args.file).is_file():
-            raise UsageError(f"no such file: {args.file}")
+        if args.small or args.model_option:
+            raise UsageError("--small and -O are options of --model, not of a Relay file")
         mod = parse_file(args.file)
-        if "main" not in mod:
-            raise UsageError(f"{args.file}: no @main function to optimize")
+        if what == "optimize" and "main" not in mod:
+            raise UsageError(f"{args.file}: no @main function to {what}")
         return mod, None, args.file
-    options = _model_options(args.model_option)
-    if args.small:
-        options["small"] = True
+    options = model_options(args)
     mod, params = zoo.get(args.model, **options)
     return mod, params, args.model
+
+
+def add_program_arguments(p) -> None:
+    """The arguments that name a program: a file, or a zoo model with its options."""
+    p.add_argument("file", nargs="?", help="a Relay text file (or use --model)")
+    p.add_argument("--model", help="a built-in model (relaygraph.zoo)")
+    p.add_argument("--small", action="store_true", help="the model's small configuration")
+    p.add_argument("-O", "--model-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a model option, e.g. -O num_layers=4 or -O batch_size=2 (repeatable)")
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
     from ..egraph.optimize import optimize
     from ..text import astext
+    from ..validate import optimize_options
 
-    mod, params, label = _program(args)
+    optimize_options(cost=args.cost, extractor=args.extractor, node_limit=args.node_limit,
+                     iter_limit=args.iter_limit, time_limit=args.time_limit, prefix="--")
+    mod, params, label = load_program(args)
     if _wants_rule_check(args):
         _check_rules(args.rules)
     entry = f"{len(mod['main'].params)} inputs" if "main" in mod else "no @main"
@@ -120,16 +138,14 @@ def _check_rules(paths) -> None:
 def register(sub) -> None:
     """Add ``optimize``."""
     p = sub.add_parser("optimize", help="rewrite a program by equality saturation and extract the best")
-    p.add_argument("file", nargs="?", help="a Relay text file (or use --model)")
-    p.add_argument("--model", help="a built-in model (relaygraph.zoo)")
-    p.add_argument("--small", action="store_true", help="the model's small configuration")
-    p.add_argument("-O", "--model-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="a model option, e.g. -O num_layers=4 (repeatable)")
+    add_program_arguments(p)
     p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
                                               "rules/fusion.rules)")
-    p.add_argument("--cost", choices=COSTS, default="latency", help="cost model (default latency)")
-    p.add_argument("--extractor", choices=EXTRACTORS, default="ilp",
-                   help="default ilp: DAG-optimal within its time limit, warm-started by greedy-dag")
+    p.add_argument("--cost", default="latency",
+                   help=f"cost model: {', '.join(COSTS)} (default latency)")
+    p.add_argument("--extractor", default="ilp",
+                   help=f"{', '.join(EXTRACTORS)}; default ilp: DAG-optimal within its time limit, "
+                        "warm-started by greedy-dag")
     p.add_argument("--node-limit", type=int, default=50_000)
     p.add_argument("--iter-limit", type=int, default=30)
     p.add_argument("--time-limit", type=float, default=60.0, help="saturation seconds (hard limit)")

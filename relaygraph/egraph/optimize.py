@@ -33,6 +33,7 @@ from ..ir.expr import Constant, Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
 from ..ops.fused_ops import definition as fused_definition
+from ..validate import optimize_options
 
 __all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs",
            "compare_times", "median_times", "standard_relay"]
@@ -450,6 +451,9 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     from . import extract as ex
     from .saturation import saturate
 
+    optimize_options(cost=cost, extractor=extractor, node_limit=node_limit, iter_limit=iter_limit,
+                     time_limit=time_limit, ilp_time_limit=ilp_time_limit)
+    rule_objects = _load_rules(rules)  # a bad rule file is reported before any work
     started = time.perf_counter()
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
@@ -460,11 +464,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     if params:
         mod = bind_params(mod, params, entry)
     mod = infer_type(mod)
-    rule_objects = _load_rules(rules)
     extractors = {"tree": ex.tree, "greedy-dag": ex.greedy_dag,
                   "ilp": lambda g: ex.ilp(g, time_limit=ilp_time_limit)}
-    if extractor not in extractors:
-        raise RelayError(f"unknown extractor {extractor!r}; known: {', '.join(extractors)}")
     names = _function_names(mod, functions)
 
     status: dict[str, str] = {}

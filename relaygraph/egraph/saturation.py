@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from ..errors import RelayError, RuleError
 from ..ir.expr import Expr, Function
 from ..ir.module import IRModule
+from ..validate import limits
 from .backend import EgglogError, typing_ruleset
 from .batches import UnionTypeError
 from .bridge import RelayEGraph
@@ -457,6 +458,7 @@ def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_li
     so that the time limit is hard; in this process it is checked between iterations only. The
     time limit counts from the first iteration (not the worker's start and rebuilding the e-graph).
     """
+    limits(node_limit=node_limit, iter_limit=iter_limit, time_limit=time_limit)
     if not isinstance(egraph, RelayEGraph):
         egraph = RelayEGraph(egraph)
     specs, python = prepare_rules(rules)
@@ -467,8 +469,35 @@ def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_li
     install_rules(egraph, specs)
     options = dict(node_limit=node_limit, iter_limit=iter_limit, time_limit=time_limit, scheduler=scheduler,
                    match_limit=match_limit, ban_length=ban_length, progress=progress)
-    if isolate:
-        from .worker import saturate_in_worker
+    try:
+        if isolate:
+            from .worker import saturate_in_worker
 
-        return saturate_in_worker(egraph, specs, python, options)
-    return Saturator(egraph, specs, python, **options).run()
+            return saturate_in_worker(egraph, specs, python, options)
+        return Saturator(egraph, specs, python, **options).run()
+    except RuleError as exc:
+        raise _located_refusal(exc, rules) from None
+
+
+_REFUSED = re.compile(r"rule (\S+) (unions terms of different types|makes an ill-typed term)")
+
+
+def _located_refusal(exc: RuleError, rules) -> RuleError:
+    """A rule refused while saturating, told as ``rules check`` tells it: at the rule's file:line,
+    with the type it had and the type it would get (found by the soundness checker's typing)."""
+    m = _REFUSED.match(getattr(exc, "message", "") or "")
+    if m is None or exc.span is not None or isinstance(rules, str):
+        return exc
+    rule = next((r for r in rules if getattr(r, "name", None) == m.group(1)), None)
+    span = getattr(rule, "span", None)
+    if rule is None or span is None:
+        return exc
+    from ..rewrite.soundness import check_rule
+
+    try:
+        check_rule(rule, trials=3)
+    except RuleError as found:
+        return RuleError(f"{found.message}; refused", span)
+    except Exception:  # noqa: BLE001 - the checker could not tell the types: say where, at least
+        pass
+    return RuleError(exc.message, span)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import RuleError
 from ..ops.registry import REQUIRED, lookup
+from ..validate import read_text
 from .cond import Kinds, RuleSyntaxError, parse_expression
 from .native import VarTerm
 from .pattern import (
@@ -41,7 +42,10 @@ def rule_files(paths) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(f for f in p.iterdir() if f.suffix in (".rules", ".egg"))
+            found = sorted(f for f in p.iterdir() if f.suffix in (".rules", ".egg"))
+            if not found:
+                raise RuleError(f"{p}: no .rules or .egg files in this directory")
+            out += found
         elif p.exists():
             out.append(p)
         else:
@@ -52,14 +56,17 @@ def rule_files(paths) -> list[Path]:
 def load_rules(paths) -> list:
     """The rules of rule files (``.rules`` or ``.egg``) or directories of them, in order."""
     rules: list = []
-    for f in rule_files(paths):
-        text = f.read_text()
+    files = rule_files(paths)
+    for f in files:
+        text = read_text(f, RuleError, "rule file")
         if f.suffix == ".egg":
             from .egg import parse_egg
 
             rules += parse_egg(text, str(f), ruleset=f.stem)
         else:
             rules += parse_rules(text, str(f), ruleset=f.stem)
+    if not rules:
+        raise RuleError(f"{', '.join(map(str, files))}: no rules (only comments)")
     _check_unique(rules)
     return rules
 
