@@ -40,6 +40,7 @@ from relaygraph.egraph.encoding import (
     schema_program,
     var_key,
 )
+from relaygraph.egraph.rule_compiler import program
 from relaygraph.egraph.rules import mentioned_constructors
 from relaygraph.ir import IRModule, iter_post_order
 from relaygraph.ops.registry import lookup
@@ -200,10 +201,10 @@ def plain_run(fn: rg.Function, rules, iterations: int, typing: list[str] | None 
     from egglog import bindings
 
     eg = bindings.EGraph()
-    for text in [schema_program(), *rg.rewrite.program(rules), *(typing or ()), *plain_egglog_program(fn)]:
+    for text in [schema_program(), *program(rules), *(typing or ()), *plain_egglog_program(fn)]:
         for cmd in eg.parse_program(text):
             eg.run_program(cmd)
-    facts = any(re.search(r"\((rank|dtype|dim) ", c) for c in rg.rewrite.program(rules))
+    facts = any(re.search(r"\((rank|dtype|dim) ", c) for c in program(rules))
     after = "(run typing) (run facts)" if facts else "(run typing)"
     if typing:
         eg.run_program(*eg.parse_program(f"(run-schedule {after})"))
@@ -229,7 +230,7 @@ def compare(label: str, fn: rg.Function, rules, iterations: int, runs: int = 7) 
     """Plain egglog (untyped and typed) against rg.saturate, best of ``runs`` interleaved; and
     rg.saturate in a worker."""
     first = ours(fn, rules, iterations, False)
-    ctors = mentioned_constructors(t for r in rules for t in (*r.declarations(), *r.commands()))
+    ctors = mentioned_constructors(program(rules))
     typing = typing_program(first.egraph.state.signatures, first.egraph.state.types, ctors)
     untyped, typed, mine = [], [], []
     for _ in range(runs):

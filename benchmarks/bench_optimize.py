@@ -56,10 +56,12 @@ def main() -> None:
         (before, after_std, after_kept), values = median_times([res.original, standard, res.module],
                                                                inputs, runs)
         same = values_equal(values[1], values[2])
-        verdict = ("ok" if res.check_passed else "DIFFERS") + ("" if same else ", FORMS DIFFER")
+        verdict = {True: "ok", False: "DIFFERS", None: "INCONCLUSIVE"}[res.check_passed]
+        verdict += "" if same else ", FORMS DIFFER"
+        err = "n/a" if res.max_abs_error is None else f"{res.max_abs_error:.2g}"
         print(f"{label:<14}{seconds:>9.1f}s{before * 1e3:>10.2f}ms{after_std * 1e3:>10.2f}ms"
               f"{after_kept * 1e3:>10.2f}ms{before / after_std:>8.2f}x{before / after_kept:>7.2f}x"
-              f"  {verdict} (max abs err {res.max_abs_error:.2g})")
+              f"  {verdict} (max abs err {err})")
         changed = {k: (res.ops_before.get(k, 0), res.ops_after.get(k, 0))
                    for k in set(res.ops_before) | set(res.ops_after)
                    if res.ops_before.get(k, 0) != res.ops_after.get(k, 0)}

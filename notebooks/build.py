@@ -18,7 +18,8 @@ TOUR = [
            "transform it with passes."),
     ("code", "import numpy as np\nimport relaygraph as rg\nfrom relaygraph import transform as T"),
     ("md", "## Build\n\nPython operators build Relay calls; nodes are interned, so equal "
-           "structure is the same object and sharing is free."),
+           "structure is the same object and sharing is free. In the drawing below, the shared "
+           "`nn.dense` has two arrows out, one into `nn.relu` and one into `add`."),
     ("code", """x = rg.var("x", rg.TensorType((1, 8), "float32"))
 w = rg.var("w", rg.TensorType((8, 8), "float32"))
 h = rg.op.nn.dense(x, w)
@@ -145,7 +146,10 @@ for row in rows:
 for ax, cost in zip(axes, ["node-count", "flops", "bytes", "latency"]):
     sel = [r for r in rows if r[0] == cost]
     ax.bar([r[1] for r in sel], [r[2] for r in sel])
-    ax.set_title(cost)
+    ax.set_title(f"cost model: {cost}")
+    ax.set_xlabel("extractor")
+    ax.set_ylabel("DAG cost (model units)")
+fig.suptitle("BERT (small), saturated: DAG cost of each extractor's answer")
 fig.tight_layout()"""),
     ("md", "## Published e-graphs (extraction-gym)\n\n`choice.json` is built so that tree-optimal and "
            "DAG-optimal answers differ."),
@@ -165,6 +169,8 @@ NOTEBOOKS = {"01_tour.ipynb": TOUR, "02_rule_authoring.ipynb": RULES,
 def build(cells) -> nbformat.NotebookNode:
     nb = new_notebook()
     nb.cells = [new_markdown_cell(src) if kind == "md" else new_code_cell(src) for kind, src in cells]
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"  # not random: rebuilding an unchanged notebook changes nothing
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
 

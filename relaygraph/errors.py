@@ -83,7 +83,8 @@ class UnknownNameError(RelayError, KeyError):
 
 
 class OptionError(RelayError, TypeError):
-    """An option the user gave that the named thing does not take; a TypeError too."""
+    """An option the user gave that the named thing does not take, or a value it refuses (a
+    limit that is not positive); a TypeError too."""
 
 
 class _Diagnostic(RelayError):

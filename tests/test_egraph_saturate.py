@@ -73,7 +73,7 @@ def test_node_limit_stops_after_the_iteration_that_crosses_it():
 def test_iteration_and_soft_time_limits():
     report = saturate(_sum_chain(8), ASSOC, iter_limit=2, node_limit=None, isolate=False, progress=False)
     assert report.stop_reason == "iter-limit" and len(report.iterations) == 2
-    report = saturate(_sum_chain(8), ASSOC, time_limit=0.0, isolate=False, progress=False)
+    report = saturate(_sum_chain(8), ASSOC, time_limit=1e-9, isolate=False, progress=False)
     assert report.stop_reason == "time-limit" and report.iterations == []
 
 

@@ -11,12 +11,11 @@ from egglog import bindings
 
 import relaygraph as rg
 from relaygraph.egraph.encoding import attrs_from_keys, const_key, op_attr_keys, schema_program, var_key
+from relaygraph.egraph.rule_compiler import egg_list, egg_str, program
 from relaygraph.ir import Call, Constant, If, Let, Op, TensorType, Tuple, TupleGetItem, Var
 from relaygraph.ir.types import TupleType, format_type
 from relaygraph.ops import lookup
-from relaygraph.rewrite import load_rules, parse_rules, program
-from relaygraph.rewrite.compile import egg_list
-from relaygraph.rewrite.cond import egg_str
+from relaygraph.rewrite import load_rules, parse_rules
 from relaygraph.ty import infer_type_expr, known_type
 
 RULES = "rules"

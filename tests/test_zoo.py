@@ -166,7 +166,7 @@ def test_model_options_are_checked():
         resnet(num_layers=20)
     with pytest.raises(TypeError, match="model 'vgg-11' fixes num_layers=11"):
         rg.zoo.get("vgg-11", num_layers=16)
-    with pytest.raises(TypeError, match="model 'bert'.*'layers'"):
+    with pytest.raises(TypeError, match="model 'bert' takes no option layers; it takes: .*num_layers"):
         rg.zoo.get("bert", layers=3)
     with pytest.raises(ValueError, match="multiple of heads"):
         rg.zoo.get("bert", hidden=30, heads=4)
@@ -216,3 +216,63 @@ def test_full_size_model_type_checks_prints_and_reparses(name):
     mod, _ = rg.zoo.get(name)
     typed = infer_type(mod)
     assert rg.alpha_equal(parse(astext(typed))["main"], typed["main"])
+
+
+@pytest.mark.parametrize("name", rg.zoo.names())
+def test_every_model_takes_the_common_options(name):
+    mod, params = rg.zoo.get(name, small=True, batch_size=2, dtype="float64", seed=3)
+    data = mod["main"].params[0].type_annotation
+    assert data.shape[0] == 2 and data.dtype == "float64"
+    inputs = rg.zoo.example_inputs(mod, params)
+    out = rg.evaluate(mod, **inputs, **params)
+    assert np.all(np.isfinite(np.asarray(out[0] if isinstance(out, tuple) else out)))
+    one, _ = rg.zoo.get(name, small=True)
+    unbatched = name == "diamond-chain"  # its input has no batch axis unless batch_size is given
+    assert one["main"].params[0].type_annotation.shape[0] == (4 if unbatched else 1)
+
+
+@pytest.mark.parametrize("name", rg.zoo.names())
+def test_an_unknown_option_is_refused_with_the_list_accepted_before_building(name, monkeypatch):
+    from relaygraph import zoo
+
+    built = []
+    monkeypatch.setitem(zoo._BUILDERS, name, _spy(zoo._BUILDERS[name], built))
+    with pytest.raises(rg.RelayError, match=rf"model '{name}' takes no option no_such; it takes: "
+                                            r".*batch_size, .*dtype, .*seed, .*small") as info:
+        rg.zoo.get(name, no_such=1)
+    assert isinstance(info.value, TypeError) and built == []
+
+
+def _spy(builder, calls):
+    import functools
+
+    @functools.wraps(builder)
+    def build(**options):
+        calls.append(options)
+        return builder(**options)
+
+    build.fixed = getattr(builder, "fixed", {})
+    return build
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"batch_size": 0}, "option batch_size must be a positive integer, got 0"),
+    ({"batch_size": -2}, "option batch_size must be a positive integer, got -2"),
+    ({"small": "yes"}, "option small takes true or false"),
+    ({"num_classes": 2.5}, "option num_classes takes an integer"),
+    ({"depth": 3}, "takes no option depth"),
+])
+def test_model_option_values_are_checked(options, message):
+    with pytest.raises(rg.RelayError, match=message):
+        rg.zoo.get("resnet-18", **options)
+
+
+def test_the_example_models_take_small_and_batch_size():
+    chain, _ = rg.zoo.get("diamond-chain", small=True)
+    assert sum(1 for n in iter_post_order(chain["main"]) if isinstance(n, Call)) == 40  # 10 diamonds
+    assert chain["main"].params[0].type_annotation.shape == (4,)
+    batched, _ = rg.zoo.get("diamond-chain", depth=3, batch_size=5)
+    assert batched["main"].params[0].type_annotation.shape == (5, 4)
+    mlp, params = rg.zoo.get("residual-mlp", small=True, batch_size=3)
+    assert mlp["main"].params[0].type_annotation.shape == (3, 16)
+    assert sorted(params) == ["dense0_bias", "dense0_weight", "dense1_bias", "dense1_weight"]

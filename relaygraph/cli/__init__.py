@@ -19,7 +19,7 @@ import traceback
 from ..errors import RelayError
 from ..progress import quiet
 
-__all__ = ["main", "build_parser", "UsageError", "EXIT_USAGE", "EXIT_INTERNAL"]
+__all__ = ["main", "build_parser", "error_message", "UsageError", "EXIT_USAGE", "EXIT_INTERNAL"]
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -55,11 +55,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with quiet(args.quiet):
             return args.run(args)
-    except (UsageError, RelayError, FileNotFoundError) as exc:
-        print(f"relaygraph: error: {exc}", file=sys.stderr)
+    except (UsageError, RelayError, OSError) as exc:
+        print(error_message(exc), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - anything else is a bug, reported as one
         return _internal_error(exc, args.debug or bool(os.environ.get("RELAYGRAPH_DEBUG")))
+
+
+def error_message(exc: Exception) -> str:
+    """The one-line report of bad input: ``file:line:col: error: ...`` (with the source line and
+    a caret) when the error points into a file, else ``relaygraph: error: ...``; "error:" once."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"relaygraph: error: {where}{exc.strerror[:1].lower()}{exc.strerror[1:]}"
+    if getattr(exc, "span", None) is not None:
+        return str(exc)  # format_diagnostic: it already says where and "error:"
+    return f"relaygraph: error: {getattr(exc, 'message', None) or exc}"
 
 
 def _internal_error(exc: Exception, debug: bool) -> int:

@@ -8,6 +8,7 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from ..validate import positive
 from . import UsageError
 
 __all__ = ["register"]
@@ -81,10 +82,8 @@ def _run_all(files: list[str], names: list[str], args: argparse.Namespace) -> li
 def _cmd(args: argparse.Namespace) -> int:
     from ..egraph.extract import bench
 
-    if args.time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
-    if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
+    positive("--time-limit", args.time_limit, allow_none=False)
+    positive("--jobs", args.jobs, integer=True, allow_none=False)
     names = _extractors(args.extractors)
     files = _files(args.paths)
     rows = _run_all(files, names, args)
@@ -94,7 +93,7 @@ def _cmd(args: argparse.Namespace) -> int:
         f.write(bench.markdown_table(rows) + "\n")
     written = ["extract-bench.csv", "extract-bench.md"]
     if not args.no_plot:
-        bench.plot(rows, os.path.join(args.out, "extract-bench.png"))
+        bench.plot(rows, os.path.join(args.out, "extract-bench.png"), cost=args.cost)
         written.append("extract-bench.png")
     print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
     bad = [r for r in rows if r["status"].startswith(("error", "invalid", "cost mismatch"))]

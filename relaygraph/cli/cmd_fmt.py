@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ParseError
-from . import UsageError
+from ..validate import read_text
 
 __all__ = ["register"]
 
@@ -16,17 +16,8 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
     from ..text import astext, parse
 
     path = Path(args.file)
-    if not path.is_file():
-        raise UsageError(f"no such file: {path}")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
-    try:
-        mod = parse(text, source_name=str(path))
-    except ParseError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+    text = read_text(path, ParseError, "Relay file")
+    mod = parse(text, source_name=str(path))  # a parse error is reported by the command line (exit 2)
     if args.types:
         from ..ty import infer_type
 

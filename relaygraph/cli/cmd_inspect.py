@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from .. import zoo
 from ..ir.dag_export import program_stats
 from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
 from ..ir.traversal import iter_post_order
 from ..ir.types import format_type
+from ..validate import positive
+from .cmd_optimize import add_program_arguments, load_program
 
 __all__ = ["register"]
 
@@ -67,14 +68,16 @@ def _describe(mod: IRModule, title: str, limit: int) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    mod, params = zoo.get(args.model)
-    print(_describe(mod, f"model {args.model}: {len(params)} weight tensors", args.limit))
+    positive("--limit", args.limit, integer=True, allow_none=False)
+    mod, params, label = load_program(args, what="inspect")
+    title = f"file {label}" if params is None else f"model {label}: {len(params)} weight tensors"
+    print(_describe(mod, title, args.limit))
     return 0
 
 
 def register(sub) -> None:
     """Add ``inspect`` to the command's subparsers."""
-    p = sub.add_parser("inspect", help="show a program's structure and size")
-    p.add_argument("--model", required=True, help=f"built-in model ({', '.join(zoo.names())})")
+    p = sub.add_parser("inspect", help="show a program's structure and size (a Relay file or a model)")
+    add_program_arguments(p)
     p.add_argument("--limit", type=int, default=40, help="calls to list before eliding")
     p.set_defaults(run=_cmd_inspect)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from . import UsageError
 
@@ -12,19 +11,11 @@ __all__ = ["register"]
 _FORMS = {"anf": "ToANormalForm", "gnf": "ToGraphNormalForm", "bbnf": "ToBasicBlockNormalForm"}
 
 
-def _load(path: str):
-    from ..text import parse_file
-
-    if not Path(path).is_file():
-        raise UsageError(f"no such file: {path}")
-    return parse_file(path)
-
-
 def _run(path: str, pipeline_text: str, opt_level: int, timing: bool) -> int:
     from .. import passes as T
-    from ..text import astext
+    from ..text import astext, parse_file
 
-    mod = _load(path)
+    mod = parse_file(path)
     pipeline = T.parse_pipeline(pipeline_text)
     instruments = [T.PassTimingInstrument()] if timing else []
     with T.PassContext(opt_level=opt_level, instruments=instruments):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import RuleError
+from ..validate import positive
 
 __all__ = ["register"]
 
@@ -14,11 +14,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..rewrite import load_rules
     from ..rewrite.soundness import check_rules, format_results
 
-    try:
-        rules = load_rules(args.paths)
-    except RuleError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+    for option in ("trials", "tries"):
+        positive(f"--{option}", getattr(args, option), integer=True, allow_none=False)
+    rules = load_rules(args.paths)  # a bad rule file is reported by the command line (exit 2)
     if args.rule:
         wanted = set(args.rule)
         rules = [r for r in rules if r.name in wanted or r.name.removesuffix("<=") in wanted]

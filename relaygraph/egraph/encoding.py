@@ -41,7 +41,6 @@ egglog action per node and a union of classes of different types is refused by e
 from __future__ import annotations
 
 import ast
-import hashlib
 import math
 from collections.abc import Iterable
 
@@ -179,8 +178,3 @@ def schema_program(ops: Iterable[OpDef] | None = None) -> str:
         f"(function nid (i64) {EXPR} :merge new)",
     ]
     return "\n".join(lines)
-
-
-def schema_digest() -> str:
-    """A short digest of the schema (changes when the op table changes)."""
-    return hashlib.blake2b(schema_program().encode(), digest_size=6).hexdigest()

@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import RelayError
+from ..eval.inputs import random_inputs
 from ..ir.dag_export import program_stats
 from ..ir.expr import Constant, Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
-from ..ir.types import TensorType
 from ..ops.fused_ops import definition as fused_definition
+from ..validate import optimize_options
 
 __all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs",
            "compare_times", "median_times", "standard_relay"]
@@ -73,6 +74,10 @@ class OptimizeResult:
     saturations: dict[str, Any] = field(default_factory=dict)  # name -> its saturation report
     keep_fused_ops: bool = False
     fused_calls: int = 0  # calls of fused ops the extraction picked (Primitive groups unless kept)
+    nonfinite_before: dict[str, int] = field(default_factory=dict)  # NaN / inf in the original's output
+    values_compared: int | None = None  # output values compared (where the original is finite)
+    differing_outputs: list[str] = field(default_factory=list)  # which outputs differ, and how
+    suspect_rules: list[dict] = field(default_factory=list)  # rules that may have made the difference
 
     @property
     def speedup(self) -> float | None:
@@ -93,17 +98,15 @@ class OptimizeResult:
             ("e-graph", "; ".join(f"{prefix(k)}{sat.nodes} e-nodes, {sat.classes} e-classes"
                                   for k, sat in sats.items())),
             ("saturation", "; ".join(f"{prefix(k)}{len(sat.iterations)} iterations, stopped: "
-                                     f"{sat.stop_reason} ({sat.seconds:.2f} s)" for k, sat in sats.items())),
+                                     f"{sat.stop_detail} ({sat.seconds:.2f} s)" for k, sat in sats.items())),
             (f"cost ({self.cost_model})", f"{self.cost_before:.6g} -> {self.cost_after:.6g} "
                                           f"({_ratio(self.cost_before, self.cost_after)})"),
             ("extractor", f"{self.extractor}, {self.extraction_seconds:.2f} s"
                           + ("" if self.optimal is None else
                              f", {'proven optimal' if self.optimal else 'not proven optimal'}")),
         ]
-        if self.max_abs_error is not None:
-            verdict = "ok" if self.check_passed else "OUTPUTS DIFFER"
-            rows.append(("check", f"max abs error {self.max_abs_error:.3g}, max rel error "
-                                  f"{self.max_rel_error:.3g} ({verdict})"))
+        if self.values_compared is not None:
+            rows.append(("check", self.check_text()))
         if self.speedup is not None:
             rows.append(("numpy time", f"{self.seconds_before * 1e3:.2f} ms -> "
                                        f"{self.seconds_after * 1e3:.2f} ms (speedup "
@@ -134,15 +137,64 @@ class OptimizeResult:
             "functions": dict(self.functions),
             "saturations": {name: _saturation_json(rep) for name, rep in self.saturations.items()},
             "keep_fused_ops": self.keep_fused_ops, "fused_calls": self.fused_calls,
+            "nonfinite_before": dict(self.nonfinite_before), "values_compared": self.values_compared,
+            "differing_outputs": list(self.differing_outputs),
+            "suspect_rules": [dict(r) for r in self.suspect_rules],
         }
 
     def save_report(self, path: str | Path) -> None:
-        """Write ``to_json()`` to a file."""
-        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        """Write ``to_json()`` to a file as strict JSON (a NaN or infinite number becomes null)."""
+        Path(path).write_text(json.dumps(strict_json(self.to_json()), indent=2, allow_nan=False) + "\n")
+
+    def check_text(self) -> str:
+        """The check's verdict in one line: errors, and what was not compared and why."""
+        if self.values_compared is None:
+            return "not run"
+        errors = "no value compared" if self.max_abs_error is None else \
+            f"max abs error {self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}"
+        verdict = {True: "ok", False: "OUTPUTS DIFFER", None: "inconclusive"}[self.check_passed]
+        text = f"{errors} ({verdict})"
+        bad = {k: v for k, v in self.nonfinite_before.items() if v}
+        if bad:
+            total = self.values_compared + sum(bad.values())
+            what = " and ".join(f"{n} {k}" for k, n in bad.items())
+            text += (f"; the original program's output has {what} value(s) of {total}: the check "
+                     "compares where the original is finite")
+        return text
+
+    def failure_message(self) -> str:
+        """Why the check failed: the outputs that differ and the rules that may have done it."""
+        lines = [f"the optimized program's outputs differ from the original's: "
+                 f"{'; '.join(self.differing_outputs) or self.check_text()}"]
+        if self.check_passed is None:
+            lines = [f"the check is inconclusive: {self.check_text()}"]
+        elif self.suspect_rules:
+            lines.append("rules that matched and rewrite the ops that changed (the differing ops "
+                         "come from their matches):")
+            lines += [f"  {r['rule']}" + (f" ({r['source']})" if r["source"] else "")
+                      + f": {r['matches']} match(es), ops {', '.join(r['ops']) or '?'}"
+                      for r in self.suspect_rules]
+        else:
+            lines.append("no rule that matched mentions an op that changed; run "
+                         "`relaygraph rules check` on the rule files")
+        return "\n".join(lines)
+
+
+def strict_json(value):
+    """``value`` with every NaN or infinite float replaced by None (JSON has no such numbers)."""
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
 
 
 def _saturation_json(sat) -> dict:
-    return {"stop_reason": sat.stop_reason, "seconds": sat.seconds,
+    return {"stop_reason": sat.stop_reason, "stop_detail": sat.stop_detail, "seconds": sat.seconds,
             "iterations": [{"nodes": it.nodes, "classes": it.classes, "seconds": it.seconds}
                            for it in sat.iterations],
             "matches": dict(sat.matches)}
@@ -171,24 +223,6 @@ def bind_params(mod: IRModule, params: dict[str, np.ndarray], entry: str = "main
     out = mod.copy()
     out.update_func(entry, Function(keep, substitute(func.body, mapping), func.ret_type,
                                     func.type_params, func.attrs))
-    return out
-
-
-def random_inputs(func: Function, seed: int = 0) -> list[np.ndarray]:
-    """Seeded random values for a function's parameters (standard normal floats, small ints)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for p in func.params:
-        t = p.type_annotation
-        if not isinstance(t, TensorType) or not t.is_concrete:
-            raise RelayError(f"cannot draw inputs for %{p.name_hint}: its type is {t} "
-                             f"(a concrete tensor type is needed)")
-        if t.dtype.startswith("float"):
-            out.append(rng.standard_normal(t.shape).astype(t.dtype))
-        elif t.dtype == "bool":
-            out.append(rng.random(t.shape) < 0.5)
-        else:
-            out.append(rng.integers(0, 4, size=t.shape).astype(t.dtype))
     return out
 
 
@@ -308,17 +342,101 @@ def standard_relay(mod: IRModule, functions=None) -> IRModule:
     return InferType()(out)
 
 
-def _max_errors(a, b) -> tuple[float, float]:
-    if isinstance(a, tuple):
-        pairs = [_max_errors(x, y) for x, y in zip(a, b, strict=True)]
-        return max(p[0] for p in pairs), max(p[1] for p in pairs)
-    a, b = np.asarray(a, dtype="float64"), np.asarray(b, dtype="float64")
-    if a.shape != b.shape:
-        return float("inf"), float("inf")
-    diff = np.abs(a - b)
-    abs_err = float(diff.max()) if diff.size else 0.0
-    rel_err = float((diff / np.maximum(np.abs(a), 1e-6)).max()) if diff.size else 0.0
-    return abs_err, rel_err
+def _leaves(value, path: str = "output") -> list[tuple[str, Any]]:
+    """The arrays of an output (a tuple's fields named by their index), in order."""
+    out, stack = [], [(path, value)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, tuple):
+            stack.extend(reversed([(f"{where}.{i}", x) for i, x in enumerate(v)]))
+        else:
+            out.append((where, v))
+    return out
+
+
+def _check_outputs(res: OptimizeResult, want, got, rtol: float, atol: float) -> None:
+    """Compare the outputs where the original's values are finite; fill the check's fields."""
+    a_leaves, b_leaves = _leaves(want), _leaves(got)
+    if len(a_leaves) != len(b_leaves):
+        res.differing_outputs = [f"the original has {len(a_leaves)} output array(s), the optimized "
+                                 f"program {len(b_leaves)}"]
+        res.values_compared, res.check_passed = 0, False
+        return
+    nan = inf = compared = 0
+    abs_err = rel_err = None
+    ok = True
+    for (where, a), (_, b) in zip(a_leaves, b_leaves, strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            res.differing_outputs.append(f"{where}: shape {a.shape} became {b.shape}")
+            ok = False
+            continue
+        if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
+            same = a == b
+            compared += a.size
+            if not same.all():
+                res.differing_outputs.append(f"{where}: {int((~same).sum())} of {a.size} values differ")
+                ok = False
+            continue
+        a, b = a.astype("float64"), b.astype("float64")
+        fa, fb = np.isfinite(a), np.isfinite(b)
+        nan, inf = nan + int(np.isnan(a).sum()), inf + int(np.isinf(a).sum())
+        lost = fa & ~fb  # finite in the original, NaN or inf in the optimized program
+        both = fa & fb
+        compared += int(fa.sum())
+        if both.any():
+            diff = np.abs(a[both] - b[both])
+            leaf_abs = float(diff.max())
+            leaf_rel = float((diff / np.maximum(np.abs(a[both]), 1e-6)).max())
+            abs_err, rel_err = max(abs_err or 0.0, leaf_abs), max(rel_err or 0.0, leaf_rel)
+            far = int((diff > atol + rtol * np.abs(b[both])).sum())
+            if far:
+                ok = False
+                res.differing_outputs.append(f"{where}: {far} of {a.size} values differ (max abs error "
+                                             f"{leaf_abs:.3g})")
+        if lost.any():
+            ok = False
+            res.differing_outputs.append(f"{where}: {int(lost.sum())} value(s) finite in the original "
+                                         f"are NaN or inf in the optimized program")
+    res.max_abs_error, res.max_rel_error = abs_err, rel_err
+    res.nonfinite_before = {"NaN": nan, "inf": inf}
+    res.values_compared = compared
+    res.check_passed = ok if (compared or not (nan or inf) or not ok) else None
+
+
+def rule_ops(rule) -> list[str]:
+    """The ops a rule's two sides name (none for a rule written in egglog)."""
+    from ..rewrite.pattern import PCall, walk
+
+    found: dict[str, None] = {}
+    for side in (getattr(rule, "lhs", None) or (), getattr(rule, "rhs", None) or ()):
+        for pattern in side:
+            for node in walk(pattern):
+                if isinstance(node, PCall):
+                    found[node.op] = None
+    return list(found)
+
+
+def suspect_rules(rules, reports: dict, ops_before: dict, ops_after: dict) -> list[dict]:
+    """The rules that matched during saturation and name an op whose count changed: the
+    differing ops of the optimized program come from their matches. Most matches first."""
+    changed = {op for op in set(ops_before) | set(ops_after)
+               if ops_before.get(op, 0) != ops_after.get(op, 0)}
+    matches: Counter = Counter()
+    for rep in reports.values():
+        matches.update({k: v for k, v in rep.matches.items() if v})
+    out = []
+    for rule in rules:
+        n = matches.get(rule.name, 0)
+        ops = rule_ops(rule)
+        if n and (set(ops) & changed or not ops):
+            span = getattr(rule, "span", None)
+            out.append({"rule": rule.name, "matches": n,
+                        "source": f"{span.source_name}:{span.line}" if span else "",
+                        "ops": sorted(set(ops) & changed) if ops else [],
+                        "changed": {op: [ops_before.get(op, 0), ops_after.get(op, 0)]
+                                    for op in sorted(set(ops) & changed)}})
+    return sorted(out, key=lambda r: -r["matches"])
 
 
 def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
@@ -344,8 +462,11 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     from .saturation import saturate
 
     progress = resolve(progress)
+    optimize_options(cost=cost, extractor=extractor, node_limit=node_limit, iter_limit=iter_limit,
+                     time_limit=time_limit, ilp_time_limit=ilp_time_limit)
+    loading = phase("load", "reading the rules, type-checking the program", progress=progress)
+    rule_objects = _load_rules(rules)  # a bad rule file is reported before any work
     started = time.perf_counter()
-    loading = phase("load", "type-checking the program, reading the rules", progress=progress)
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
     if (params or check) and entry not in mod:
@@ -355,12 +476,9 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     if params:
         mod = bind_params(mod, params, entry)
     mod = infer_type(mod)
-    rule_objects = _load_rules(rules)
     loading.done(f"{len(rule_objects)} rules")
     extractors = {"tree": ex.tree, "greedy-dag": ex.greedy_dag,
                   "ilp": lambda g: ex.ilp(g, time_limit=ilp_time_limit)}
-    if extractor not in extractors:
-        raise RelayError(f"unknown extractor {extractor!r}; known: {', '.join(extractors)}")
     names = _function_names(mod, functions)
 
     status: dict[str, str] = {}
@@ -418,11 +536,13 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
         fused_calls=sum(n for op, n in ops_after.items() if fused_definition(op) is not None))
     rebuilding.done()
     if check:
-        inputs = random_inputs(mod[entry], seed)
-        res.seconds_before, res.seconds_after, want, got = compare_times(
-            mod, optimized, inputs, repeats, budget=timing_budget, entry=entry, progress=progress)
-        res.max_abs_error, res.max_rel_error = _max_errors(want, got)
-        res.check_passed = _close(want, got, rtol, atol)
+        inputs = random_inputs(mod, seed, entry=entry)
+        with np.errstate(all="ignore"):  # NaN / inf in the outputs are counted and reported
+            res.seconds_before, res.seconds_after, want, got = compare_times(
+                mod, optimized, inputs, repeats, budget=timing_budget, entry=entry, progress=progress)
+        _check_outputs(res, want, got, rtol, atol)
+        if res.check_passed is False:
+            res.suspect_rules = suspect_rules(rule_objects, reports, res.ops_before, ops_after)
     res.total_seconds = time.perf_counter() - started
     return res
 
@@ -459,11 +579,3 @@ def _load(mod: IRModule, name: str, asked: bool, status: dict):
             raise RelayError(f"@{name} cannot go through the e-graph: {exc}") from None
         status[name] = f"kept unchanged ({exc})"
         return None
-
-
-def _close(a, b, rtol: float, atol: float) -> bool:
-    if isinstance(a, tuple):
-        return isinstance(b, tuple) and len(a) == len(b) and all(_close(x, y, rtol, atol)
-                                                                 for x, y in zip(a, b, strict=True))
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))

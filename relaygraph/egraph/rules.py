@@ -1,7 +1,9 @@
 """Rules as saturation sees them: egglog text in rulesets of their own, and their Python halves.
 
-A rule is an object from ``relaygraph.rewrite`` (``.name``, ``.ruleset``, ``.declarations()``,
-``.commands()``, ``.python_rewrite``) or plain egglog text (declarations, and ``rewrite``,
+A rule is an object from ``relaygraph.rewrite`` (compiled by ``relaygraph.egraph.rule_compiler``),
+an object of one's own offering ``.name``, ``.declarations()``, ``.commands()`` and
+``.python_rewrite`` (None, or an object with ``relation``, ``variables`` and ``apply``), or plain
+egglog text (declarations, and ``rewrite``,
 ``birewrite`` and ``rule`` commands, each becoming a rule of its own). Every rule's commands
 are moved into a ruleset of their own (``rg-rule-<i>``) so that the scheduler can hold back
 one rule without the others; egglog reports matches under the commands' ``:name``, which
@@ -15,43 +17,9 @@ from dataclasses import dataclass, field
 
 from ..errors import RelayError, RuleError
 
-__all__ = ["RuleSpec", "prepare_rules", "split_commands", "install_rules"]
+__all__ = ["RuleSpec", "prepare_rules", "install_rules"]
 
 _RULE_HEADS = ("rewrite", "birewrite", "rule")
-
-
-def split_commands(text: str) -> list[str]:
-    """The top-level s-expressions of egglog text (strings and ``;`` comments respected)."""
-    out: list[str] = []
-    depth, start, i, n = 0, None, 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == ";":
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        if ch == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                i += 2 if text[i] == "\\" else 1
-        elif ch == "(":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth < 0:
-                raise RuleError(f"unbalanced ')' in egglog text at offset {i}")
-            if depth == 0:
-                out.append(text[start:i + 1])
-        i += 1
-    if depth:
-        raise RuleError("unbalanced '(' in egglog text: a command is not closed")
-    return out
-
-
-def _head(command: str) -> str:
-    return command[1:].split(None, 1)[0] if command[1:].strip() else ""
 
 
 @dataclass
@@ -69,7 +37,11 @@ class RuleSpec:
 
 def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
     """RuleSpecs for rule objects and egglog text, and each Python rewrite by rule name."""
-    if isinstance(rules, str) or hasattr(rules, "commands"):
+    from ..rewrite.rule import AnalysisRule, EggRule, Rule
+    from .rule_compiler import compile_rule
+
+    ours = (Rule, EggRule, AnalysisRule)
+    if isinstance(rules, (str, *ours)) or hasattr(rules, "commands"):
         rules = [rules]
     specs: list[RuleSpec] = []
     python: dict[str, object] = {}
@@ -77,10 +49,15 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
         if isinstance(rule, str):
             specs.extend(_text_rules(rule, len(specs)))
             continue
-        if not hasattr(rule, "commands") or not hasattr(rule, "name"):
+        if isinstance(rule, ours):
+            compiled = compile_rule(rule)
+            decls, commands = compiled.declarations, compiled.commands
+        elif hasattr(rule, "commands") and hasattr(rule, "name"):
+            decls, commands = list(rule.declarations()), list(rule.commands())
+        else:
             raise RuleError(f"saturate: expected rule objects or egglog text, got {type(rule).__name__}")
         name = str(rule.name)
-        spec = RuleSpec(name, f"rg-rule-{len(specs)}", list(rule.declarations()), list(rule.commands()))
+        spec = RuleSpec(name, f"rg-rule-{len(specs)}", decls, commands)
         rewrite = getattr(rule, "python_rewrite", None)
         if rewrite is not None:
             spec.relation, spec.variables = rewrite.relation, list(rewrite.variables)
@@ -94,12 +71,16 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
 
 
 def _text_rules(text: str, first: int) -> list[RuleSpec]:
-    commands = split_commands(text)
-    decls = [c for c in commands if _head(c) not in _RULE_HEADS]
-    bad = [c for c in decls if _head(c) in ("run", "run-schedule", "check", "extract", "push", "pop")]
+    from ..rewrite.egg import read_sexprs
+    from ..rewrite.syntax import SourceFile
+
+    commands = [(body, tokens[0] if tokens else "")
+                for body, _, tokens in read_sexprs(SourceFile("<egglog text>", text))]
+    decls = [c for c, head in commands if head not in _RULE_HEADS]
+    bad = [c for c, head in commands if head in ("run", "run-schedule", "check", "extract", "push", "pop")]
     if bad:
         raise RuleError(f"egglog rule text may only declare and define rules; found {bad[0][:60]!r}")
-    rules = [c for c in commands if _head(c) in _RULE_HEADS]
+    rules = [c for c, head in commands if head in _RULE_HEADS]
     out = []
     for i, command in enumerate(rules):
         name = _declared_name(command) or " ".join(command.split())

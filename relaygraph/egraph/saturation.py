@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from ..errors import RelayError, RuleError
 from ..ir.expr import Expr, Function
 from ..ir.module import IRModule
+from ..validate import limits
 from .backend import EgglogError, typing_ruleset
 from .batches import UnionTypeError
 from .bridge import RelayEGraph
@@ -39,7 +40,8 @@ from .rules import RuleSpec, install_rules, mentioned_constructors, prepare_rule
 from .typer import NodeTypeError
 
 __all__ = ["saturate", "SaturationReport", "IterationStats", "Saturator", "Overrun",
-           "apply_python_rewrites", "progress_bar"]
+           "apply_python_rewrites", "progress_bar", "LIMITS", "report_limits", "record_iteration",
+           "tally_matches"]
 
 
 @dataclass
@@ -86,6 +88,16 @@ class SaturationReport:
         done = [it for it in self.iterations if it.index == self.state_iteration]
         return done[0].classes if done else self.initial_classes
 
+    @property
+    def stop_detail(self) -> str:
+        """Why saturation stopped, in words; says when the e-graph overshot its node limit."""
+        limit = self.limits.get("node_limit")
+        if self.stop_reason == "node-limit" and limit is not None:
+            # the limit is checked between iterations, so the last one can go well past it
+            over = "" if self.nodes == limit else " after the iteration that crossed it"
+            return f"node limit {limit} reached ({self.nodes} e-nodes{over})"
+        return self.stop_reason
+
     def __str__(self) -> str:
         lines = [f"saturation: {self.stop_reason} after {len(self.iterations)} iteration(s), "
                  f"{self.seconds:.2f} s ({self.mode}); e-graph {self.nodes} e-nodes, {self.classes} "
@@ -102,6 +114,8 @@ class SaturationReport:
             ranked = sorted(self.matches.items(), key=lambda kv: -kv[1])
             lines += [f"  {n:<{width}} {c:>9}" for n, c in ranked]
         lines += [f"note: {n}" for n in self.notes]
+        if self.stop_detail != self.stop_reason:
+            lines.append(f"note: {self.stop_detail}; the limit is checked between iterations")
         return "\n".join(lines)
 
 
@@ -168,9 +182,8 @@ class Saturator:
                     break
                 index += 1
                 stats, changed = self.iteration(index)
-                report.iterations.append(stats)
+                record_iteration(report, stats, bar)
                 report.state_iteration = index
-                bar.step(iteration_info(stats))
                 if self.on_iteration is not None:
                     self.on_iteration(stats)
                 if not changed and not self._fast_forward(index):
@@ -355,9 +368,34 @@ class Saturator:
         return None
 
     def _limits(self) -> dict:
-        return {"node_limit": self.node_limit, "iter_limit": self.iter_limit, "time_limit": self.time_limit,
-                "scheduler": "backoff" if self.backoff else "simple", "match_limit": self.match_limit,
-                "ban_length": self.ban_length}
+        return report_limits({"node_limit": self.node_limit, "iter_limit": self.iter_limit,
+                              "time_limit": self.time_limit,
+                              "scheduler": "backoff" if self.backoff else "simple",
+                              "match_limit": self.match_limit, "ban_length": self.ban_length})
+
+
+LIMITS = ("node_limit", "iter_limit", "time_limit", "scheduler", "match_limit", "ban_length")
+
+
+def report_limits(options: dict) -> dict:
+    """The limits a report lists, from saturation's options (the same in-process and in a worker)."""
+    out = {k: options[k] for k in LIMITS}
+    out["scheduler"] = out["scheduler"] or "simple"
+    return out
+
+
+def record_iteration(report: SaturationReport, stats: IterationStats, bar) -> None:
+    """Add an iteration's statistics to the report and advance the progress bar."""
+    report.iterations.append(stats)
+    bar.step(iteration_info(stats))
+
+
+def tally_matches(report: SaturationReport) -> None:
+    """The report's matches per rule, summed from its iterations."""
+    report.matches.clear()
+    for stats in report.iterations:
+        for name, count in stats.matches.items():
+            report.matches[name] = report.matches.get(name, 0) + count
 
 
 class Overrun(Exception):
@@ -434,6 +472,7 @@ def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_li
     """
     from ..progress import resolve
 
+    limits(node_limit=node_limit, iter_limit=iter_limit, time_limit=time_limit)
     progress = resolve(progress)
     if not isinstance(egraph, RelayEGraph):
         egraph = RelayEGraph(egraph)
@@ -445,8 +484,35 @@ def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_li
     install_rules(egraph, specs)
     options = dict(node_limit=node_limit, iter_limit=iter_limit, time_limit=time_limit, scheduler=scheduler,
                    match_limit=match_limit, ban_length=ban_length, progress=progress)
-    if isolate:
-        from .worker import saturate_in_worker
+    try:
+        if isolate:
+            from .worker import saturate_in_worker
 
-        return saturate_in_worker(egraph, specs, python, options)
-    return Saturator(egraph, specs, python, **options).run()
+            return saturate_in_worker(egraph, specs, python, options)
+        return Saturator(egraph, specs, python, **options).run()
+    except RuleError as exc:
+        raise _located_refusal(exc, rules) from None
+
+
+_REFUSED = re.compile(r"rule (\S+) (unions terms of different types|makes an ill-typed term)")
+
+
+def _located_refusal(exc: RuleError, rules) -> RuleError:
+    """A rule refused while saturating, told as ``rules check`` tells it: at the rule's file:line,
+    with the type it had and the type it would get (found by the soundness checker's typing)."""
+    m = _REFUSED.match(getattr(exc, "message", "") or "")
+    if m is None or exc.span is not None or isinstance(rules, str):
+        return exc
+    rule = next((r for r in rules if getattr(r, "name", None) == m.group(1)), None)
+    span = getattr(rule, "span", None)
+    if rule is None or span is None:
+        return exc
+    from ..rewrite.soundness import check_rule
+
+    try:
+        check_rule(rule, trials=3)
+    except RuleError as found:
+        return RuleError(f"{found.message}; refused", span)
+    except Exception:  # noqa: BLE001 - the checker could not tell the types: say where, at least
+        pass
+    return RuleError(exc.message, span)

@@ -64,7 +64,16 @@ class _RemoteGraph:
 
 def saturate_in_worker(egraph, specs, python: dict, options: dict):
     """Run saturation in a child process under a hard time limit; the parent's e-graph follows."""
-    from .saturation import IterationStats, Overrun, SaturationReport, iteration_info, progress_bar, stop_info
+    from .saturation import (
+        IterationStats,
+        Overrun,
+        SaturationReport,
+        progress_bar,
+        record_iteration,
+        report_limits,
+        stop_info,
+        tally_matches,
+    )
     from .saturation import apply_python_rewrites as apply_here
 
     if os.name != "posix":
@@ -100,8 +109,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
             if kind == "iteration":
                 stats: IterationStats = message[1]
                 delta.extend(message[2])
-                report.iterations.append(stats)
-                bar.step(iteration_info(stats))
+                record_iteration(report, stats, bar)
             elif kind == "checkpoint":
                 delta.extend(message[2])
                 checkpoint = (message[1], len(delta), message[3], message[4])
@@ -139,11 +147,8 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-    for stats in report.iterations:
-        for name, count in stats.matches.items():
-            report.matches[name] = report.matches.get(name, 0) + count
-    report.limits = {k: options[k] for k in ("node_limit", "iter_limit", "time_limit", "scheduler",
-                                             "match_limit", "ban_length")}
+    tally_matches(report)
+    report.limits = report_limits(options)
     report.seconds = time.perf_counter() - start
     return report
 

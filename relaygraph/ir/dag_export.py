@@ -40,8 +40,9 @@ def to_networkx(root: Node, include_ops: bool = False) -> nx.DiGraph:
     """A DiGraph with one vertex per distinct node and an edge child -> parent.
 
     Vertex attributes: ``kind`` (class name), ``op`` (op name for calls of ops, else None),
-    ``label``. Edge attribute ``index`` is the argument position. Op nodes themselves are left
-    out unless ``include_ops`` (their name is already on the call).
+    ``label``. Edge attribute ``index`` is the first argument position, ``indices`` all of them
+    (``f(h, h)`` is one edge). Op nodes are left out unless ``include_ops`` (their name is already
+    on the call).
     """
     g = nx.DiGraph()
     ids: dict[Node, int] = {}
@@ -53,8 +54,12 @@ def to_networkx(root: Node, include_ops: bool = False) -> nx.DiGraph:
         g.add_node(nid, kind=type(node).__name__, op=op, label=node_label(node),
                    is_expr=isinstance(node, Expr))
         for i, child in enumerate(node.children()):
-            if child in ids:
-                g.add_edge(ids[child], nid, index=i)
+            if child not in ids:
+                continue
+            if g.has_edge(ids[child], nid):  # f(h, h): one edge, every position kept
+                g.edges[ids[child], nid]["indices"].append(i)
+            else:
+                g.add_edge(ids[child], nid, index=i, indices=[i])
     return g
 
 

@@ -1,53 +1,102 @@
 """Rich display in notebooks: an SVG of the dataflow DAG for small programs, a summary for big ones.
 
-The layout is layered by topological generation (inputs on top), drawn as plain SVG so nothing
-beyond networkx is needed.
+The drawing uses a layered layout (relaygraph/ir/layout.py): inputs on top, every node below its
+inputs, arrows into each use, and long edges routed between the boxes, never through them. The
+same layout draws as plain SVG (nothing beyond networkx needed) or on a matplotlib figure.
 """
 
 from __future__ import annotations
 
 import html
-
-import networkx as nx
+import itertools
 
 from .dag_export import program_stats, to_networkx
+from .layout import layered_layout
 from .node import Node
 
-__all__ = ["to_svg", "html_summary", "repr_html", "SVG_NODE_LIMIT"]
+__all__ = ["to_svg", "draw", "program_layout", "html_summary", "repr_html", "SVG_NODE_LIMIT"]
 
 SVG_NODE_LIMIT = 120  # beyond this, a drawing is unreadable: show a summary instead
-_BOX_W, _BOX_H, _GAP_X, _GAP_Y = 110, 26, 16, 34
+_BOX_H, _LABEL_MAX, _CHAR_W = 24, 18, 7.0
 _COLORS = {"Call": "#dbeafe", "Var": "#dcfce7", "Constant": "#fef9c3", "Function": "#f3e8ff"}
+_EDGE = "#475569"
+_svg_ids = itertools.count()
+
+
+def _short(label: str) -> str:
+    return label if len(label) <= _LABEL_MAX else label[:_LABEL_MAX - 1] + "…"
+
+
+def program_layout(root: Node):
+    """The program's DAG as drawn (networkx, edge child -> consumer) and its layered layout."""
+    g = to_networkx(root)
+    # a function's parameters are already drawn as its inputs: an arrow from each into the
+    # function box says nothing and crosses the whole drawing, so only the body's arrow stays
+    for v, data in list(g.nodes(data=True)):
+        if data["kind"] == "Function":
+            body = max((i for _, _, ix in g.in_edges(v, data="indices") for i in ix), default=None)
+            g.remove_edges_from([(u, v) for u, _, ix in list(g.in_edges(v, data="indices"))
+                                 if body not in ix])
+    layout = layered_layout(g, lambda v: (max(44.0, _CHAR_W * len(_short(g.nodes[v]["label"])) + 14),
+                                          float(_BOX_H)))
+    return g, layout
+
+
+def _path(points) -> str:
+    return " ".join(f"{'M' if i == 0 else 'L'}{px:.1f},{py:.1f}" for i, (px, py) in enumerate(points))
 
 
 def to_svg(root: Node) -> str:
-    """An SVG drawing of the expression DAG (one box per distinct node, edges to consumers)."""
-    g = to_networkx(root)
-    layers = list(nx.topological_generations(g))
-    width = max((len(layer) for layer in layers), default=1) * (_BOX_W + _GAP_X) + _GAP_X
-    height = len(layers) * (_BOX_H + _GAP_Y) + _GAP_Y
-    pos: dict[int, tuple[float, float]] = {}
-    for row, layer in enumerate(layers):
-        offset = (width - len(layer) * (_BOX_W + _GAP_X) + _GAP_X) / 2
-        for col, nid in enumerate(sorted(layer)):
-            pos[nid] = (offset + col * (_BOX_W + _GAP_X), _GAP_Y / 2 + row * (_BOX_H + _GAP_Y))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-             f'font-family="monospace" font-size="11">']
-    for u, v in g.edges():
-        (x1, y1), (x2, y2) = pos[u], pos[v]
-        parts.append(f'<line x1="{x1 + _BOX_W / 2:.0f}" y1="{y1 + _BOX_H:.0f}" '
-                     f'x2="{x2 + _BOX_W / 2:.0f}" y2="{y2:.0f}" stroke="#94a3b8"/>')
+    """An SVG drawing of the expression DAG (one box per distinct node, an arrow into each use)."""
+    g, lay = program_layout(root)
+    arrow = f"rg-arrow-{next(_svg_ids)}"  # one page may hold several drawings
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{lay.width:.0f}" '
+             f'height="{lay.height:.0f}" font-family="monospace" font-size="11">',
+             f'<defs><marker id="{arrow}" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" '
+             f'markerHeight="7" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="{_EDGE}"/>'
+             f'</marker></defs>']
+    for _, _, points in lay.edges:
+        parts.append(f'<path d="{_path(points)}" fill="none" stroke="{_EDGE}" stroke-width="1.1" '
+                     f'marker-end="url(#{arrow})"/>')
     for nid, data in g.nodes(data=True):
-        x, y = pos[nid]
-        label = data["label"] if len(data["label"]) <= 16 else data["label"][:15] + "…"
+        x, y, w, h = lay.boxes[nid]
         fill = _COLORS.get(data["kind"], "#f1f5f9")
         parts.append(f'<g><title>{html.escape(data["label"])}</title>'
-                     f'<rect x="{x:.0f}" y="{y:.0f}" width="{_BOX_W}" height="{_BOX_H}" rx="4" '
+                     f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="4" '
                      f'fill="{fill}" stroke="#64748b"/>'
-                     f'<text x="{x + _BOX_W / 2:.0f}" y="{y + 17:.0f}" text-anchor="middle">'
-                     f'{html.escape(label)}</text></g>')
+                     f'<text x="{x + w / 2:.1f}" y="{y + h / 2 + 4:.1f}" text-anchor="middle">'
+                     f'{html.escape(_short(data["label"]))}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def draw(root: Node, ax=None, title: str | None = None):
+    """Draw the expression DAG on a matplotlib Axes (a new figure if none); returns the Figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+    from matplotlib.path import Path
+
+    g, lay = program_layout(root)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(2.0, lay.width / 80), max(1.5, lay.height / 80)))
+    for _, _, points in lay.edges:
+        codes = [Path.MOVETO] + [Path.LINETO] * (len(points) - 1)
+        ax.add_patch(FancyArrowPatch(path=Path(points, codes), arrowstyle="-|>", mutation_scale=9,
+                                     color=_EDGE, linewidth=1.0, shrinkA=0, shrinkB=0, zorder=1))
+    for nid, data in g.nodes(data=True):
+        x, y, w, h = lay.boxes[nid]
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=3",
+                                    facecolor=_COLORS.get(data["kind"], "#f1f5f9"),
+                                    edgecolor="#64748b", zorder=2))
+        ax.text(x + w / 2, y + h / 2, _short(data["label"]), ha="center", va="center",
+                family="monospace", fontsize=7.5, zorder=3)
+    ax.set_xlim(0, lay.width)
+    ax.set_ylim(lay.height, 0)  # inputs on top
+    ax.set_aspect("equal")
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    return ax.figure
 
 
 def html_summary(root: Node, title: str = "") -> str:

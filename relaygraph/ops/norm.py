@@ -62,12 +62,6 @@ def _batch_norm_kernel(args, a):
     return out.astype(x.dtype, copy=False), mean.copy(), var.copy()
 
 
-def _batch_norm_sampler(arg_types, attrs, rng, draw):
-    arrays = [draw(t, "any") for t in arg_types]
-    arrays[4] = draw(arg_types[4], "positive")
-    return arrays
-
-
 defop("nn.batch_norm", 5, {"axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
       _batch_norm_rel, _batch_norm_kernel, PatternKind.OPAQUE, flops=flops_per_input(2),
       input_names=("data", *_BN_NAMES), domain=("any", "any", "any", "any", "positive"),

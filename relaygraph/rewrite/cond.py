@@ -12,8 +12,9 @@ once), and the attribute functions of ``attr_functions.py`` (``compose_axes(?p, 
 Truth is three-valued: a dimension that is ``?`` or symbolic makes comparisons unknown, and a
 condition holds only when it is known to be true.
 
-A conjunction's parts that egglog can test (comparisons of ranks, concrete dims, dtypes and
-attribute strings, ``not free(..)``) compile to query facts; the rest is checked in Python.
+A conjunction's parts that the e-graph can test (comparisons of ranks, concrete dims, dtypes and
+attribute values, ``not free(..)``) are lowered to facts (``native.py``) that the e-graph's
+rule compiler writes as query facts; the rest is checked in Python.
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ from .condast import (
     literal,
     walk,
 )
-from .condegg import EggFacts, egg_str
 from .condeval import UNKNOWN, evaluate
+from .native import FunctionValue, Lowering
 from .sidetext import prepare_expression
 from .syntax import Located
 
-__all__ = ["Expression", "UNKNOWN", "parse_expression", "Kinds", "egg_str", "EvalEnv", "evaluate",
+__all__ = ["Expression", "UNKNOWN", "parse_expression", "Kinds", "EvalEnv", "evaluate",
            "RuleSyntaxError"]
 
 
@@ -120,31 +121,27 @@ class Expression:
                         out.append((a.name, ATTR_FUNCTIONS[n.func]))
         return out
 
-    def egglog_value(self, fresh: Callable[[], str]) -> tuple[list[str], str] | None:
-        """Facts and a variable holding the value, for an attribute function of attribute
-        variables and literals; None when egglog cannot compute the value."""
-        return EggFacts(self.kinds, fresh).value(self.tree)
+    def native_value(self) -> FunctionValue | None:
+        """The value as the e-graph computes it, for an attribute function of attribute
+        variables and literals; None when the e-graph cannot compute it."""
+        return Lowering(self.kinds).value(self.tree)
 
     def uses_scoping(self) -> bool:
         """Whether it reads the let analyses (``free``, ``once``)."""
         return any(isinstance(n, Call) and n.func in SCOPE_FUNCS for n in walk(self.tree))
 
-    # -- compilation ---------------------------------------------------------------------------
-    def split(self) -> tuple[list[Cond], list[Cond]]:
-        """The conjuncts egglog can test, and the rest."""
-        parts = conjuncts(self.tree)
-        native, rest = [], []
-        for p in parts:
-            (native if EggFacts(self.kinds).atom(p) is not None else rest).append(p)
-        return native, rest
-
-    def egglog_facts(self, parts: list[Cond], fresh: Callable[[], str]) -> list[str]:
-        """Query facts for conjuncts that ``split`` found native."""
-        egg = EggFacts(self.kinds, fresh)
-        facts: list[str] = []
-        for p in parts:
-            facts.extend(egg.atom(p))
-        return facts
+    # -- the native part ----------------------------------------------------------------------
+    def split(self) -> tuple[list, list[Cond]]:
+        """The facts of the conjuncts the e-graph tests (``relaygraph.rewrite.native``), and
+        the conjuncts left to Python."""
+        facts, rest = [], []
+        for p in conjuncts(self.tree):
+            lowered = Lowering(self.kinds).atom(p)
+            if lowered is None:
+                rest.append(p)
+            else:
+                facts.extend(lowered)
+        return facts, rest
 
 
 def parse_expression(piece: Located, kinds: Kinds, what: str = "condition") -> Expression:

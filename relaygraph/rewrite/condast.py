@@ -2,7 +2,7 @@
 
 Conditions and computed attributes are written in Python's expression syntax (see ``cond.py``).
 ``from_python`` turns Python's tree into these nodes, refusing what the language does not have;
-checking (``cond.py``), evaluation (``condeval.py``) and the egglog translation (``condegg.py``)
+checking (``cond.py``), evaluation (``condeval.py``) and the lowering of its native part (``native.py``)
 are visitors over them. Conditions are a line or two of text: the parser bounds their nesting
 (``MAX_DEPTH``), so the visitors may recurse on it.
 """

@@ -3,7 +3,7 @@
 A file holds declarations (``ruleset``, ``sort``, ``function``, ``relation``, ``constructor``,
 ``datatype``) and rule commands (``rule``, ``rewrite``, ``birewrite``). Each rule command must
 name its ruleset and itself (``:ruleset anf :name "drop-dead-let"``) and becomes one EggRule
-object whose ``declarations()`` are the file's declarations. Commands that act on an e-graph
+object whose ``decls`` are the file's declarations. Commands that act on an e-graph
 (``run``, ``check``, ``let``, ...) do not belong in a rule file and are refused.
 """
 

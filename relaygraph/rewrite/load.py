@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 from ..errors import RuleError
 from ..ops.registry import REQUIRED, lookup
+from ..validate import read_text
 from .cond import Kinds, RuleSyntaxError, parse_expression
+from .native import VarTerm
 from .pattern import (
     AComputed,
     AVar,
@@ -27,7 +30,7 @@ from .rule import AnalysisRule, Rule, root_names
 from .sidetext import ANON, AnonNames, SideText, prepare_side
 from .syntax import RuleText, SourceFile, parse_statement, read_statements
 
-__all__ = ["load_rules", "parse_rules", "program", "rule_files"]
+__all__ = ["load_rules", "parse_rules", "rule_files"]
 
 _RESERVED = re.compile(r"root\d*")
 
@@ -39,7 +42,10 @@ def rule_files(paths) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(f for f in p.iterdir() if f.suffix in (".rules", ".egg"))
+            found = sorted(f for f in p.iterdir() if f.suffix in (".rules", ".egg"))
+            if not found:
+                raise RuleError(f"{p}: no .rules or .egg files in this directory")
+            out += found
         elif p.exists():
             out.append(p)
         else:
@@ -50,28 +56,19 @@ def rule_files(paths) -> list[Path]:
 def load_rules(paths) -> list:
     """The rules of rule files (``.rules`` or ``.egg``) or directories of them, in order."""
     rules: list = []
-    for f in rule_files(paths):
-        text = f.read_text()
+    files = rule_files(paths)
+    for f in files:
+        text = read_text(f, RuleError, "rule file")
         if f.suffix == ".egg":
             from .egg import parse_egg
 
             rules += parse_egg(text, str(f), ruleset=f.stem)
         else:
             rules += parse_rules(text, str(f), ruleset=f.stem)
+    if not rules:
+        raise RuleError(f"{', '.join(map(str, files))}: no rules (only comments)")
     _check_unique(rules)
     return rules
-
-
-def program(rules) -> list[str]:
-    """Every command the rules need, each once: declarations first, then the rule commands."""
-    seen: dict[str, None] = {}
-    for r in rules:
-        for c in r.declarations():
-            seen.setdefault(c, None)
-    for r in rules:
-        for c in r.commands():
-            seen.setdefault(c, None)
-    return list(seen)
 
 
 def _check_unique(rules) -> None:
@@ -131,10 +128,36 @@ def _make_rules(src: SourceFile, rt: RuleText) -> list[Rule]:
 
 
 def _signature(rule: Rule) -> str:
-    """The rule's command with variables renamed in order of appearance (to spot symmetry)."""
-    text = rule.commands()[0].replace(f':name "{rule.name}"', "")
+    """The rule with its variables renamed in order of appearance (to spot symmetry); a rule
+    with a Python part is its own (its match relation is named after it)."""
+    if rule.python_rewrite is not None:
+        return rule.name
     names: dict[str, str] = {}
-    return re.sub(r"\?[A-Za-z_][\w.]*", lambda m: names.setdefault(m.group(), f"?v{len(names)}"), text)
+    parts = [_shape(p, names) for p in (*rule.lhs, *rule.rhs)]
+    parts += [_shape(f, names) for f in rule.native_facts]
+    parts += [_shape(v, names) for v in rule.native_values]
+    return " ".join(parts)
+
+
+_NAMED = (PVar, PBinder, AVar, VarTerm)  # their ``name`` is a pattern variable
+
+
+def _shape(x, names: dict[str, str]) -> str:
+    """A pattern or condition fact as text, pattern variables renamed (positions left out)."""
+    if isinstance(x, (tuple, list)):
+        return "(" + " ".join(_shape(v, names) for v in x) + ")"
+    if not dataclasses.is_dataclass(x) or isinstance(x, type):
+        return repr(x)
+    out = []
+    for f in dataclasses.fields(x):
+        if not f.compare:
+            continue
+        value = getattr(x, f.name)
+        renamed = (f.name == "name" and isinstance(x, _NAMED)) or f.name in ("binder", "var", "expr")
+        if renamed and isinstance(value, str):
+            value = names.setdefault(value, f"v{len(names)}")
+        out.append(value if isinstance(value, str) else _shape(value, names))
+    return f"{type(x).__name__}({' '.join(out)})"
 
 
 class _Direction:
@@ -300,7 +323,7 @@ class _Direction:
 
     def check_python(self, rule: Rule) -> None:
         """A right side built in Python cannot read attribute values: refuse what would."""
-        for e in [*rule.computed, *([rule.cond] if rule._residue else [])]:
+        for e in [*rule.computed, *([rule.cond] if rule.residue else [])]:
             attrs = sorted(v for v in e.variables() if v in rule.kinds.attrs)
             if attrs:
                 raise self.src.error(

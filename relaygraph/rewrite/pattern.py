@@ -26,6 +26,7 @@ from .sidetext import ANON, PV_PREFIX, SideText
 __all__ = [
     "PVar", "PConst", "PCall", "PTuple", "PProj", "PLet", "PBinder", "PIf", "PSubst", "ALit", "AVar",
     "AComputed", "Pattern", "side_to_pattern", "canonical_attr_value", "walk", "PatternError",
+    "is_native", "contains_attr_vars", "prebuilt_parts",
 ]
 
 
@@ -315,3 +316,32 @@ class _Convert:
         attrs = tuple((k, specs[k]) for k in op.attrs if k in specs)
         args = tuple(self.convert(a) for a in e.args)
         return PCall(op.name, args, attrs, spread, next(_counter), self.pos(e))
+
+
+def is_native(p) -> bool:
+    """Whether the e-graph can build this right side by itself (no computed attributes)."""
+    for node in walk(p):
+        if isinstance(node, PCall) and any(isinstance(s, AComputed) for _, s in node.attrs):
+            return False
+    return True
+
+
+def contains_attr_vars(p) -> bool:
+    """Whether a pattern mentions attribute variables (whose values only the e-graph knows)."""
+    for node in walk(p):
+        if isinstance(node, PCall) and any(isinstance(s, AVar) for _, s in node.attrs):
+            return True
+        if isinstance(node, (PLet, PBinder, PSubst)):
+            return True  # binder keys are attribute-like values as well
+    return False
+
+
+def prebuilt_parts(p) -> list:
+    """The maximal native sub-patterns of a right side that the e-graph must build (they use
+    attribute variables), for a rule whose right side Python builds."""
+    if is_native(p):
+        return [p] if contains_attr_vars(p) and not isinstance(p, PVar) else []
+    out = []
+    for c in children(p):
+        out.extend(prebuilt_parts(c))
+    return out

@@ -1,15 +1,16 @@
-"""Rule objects: one direction of a rewrite, compiled to egglog, with a Python part if needed.
+"""Rule objects: one direction of a rewrite as plain data, with a Python part if needed.
 
-The interface the e-graph bridge uses:
+What a rule holds: ``name``, ``ruleset``, the patterns of its sides (``lhs``, ``rhs``), its
+condition and computed attributes (``relaygraph.rewrite.cond``), its source (``text``,
+``span``), and the split of its condition: ``native_facts`` (what the e-graph tests itself,
+``relaygraph.rewrite.native``), ``native_values`` (the computed attributes the e-graph looks
+up, when it can look up all of them) and ``residue`` (the conjuncts left to Python). The
+e-graph's rule compiler (``relaygraph.egraph.rule_compiler``) turns rules into egglog.
 
-- ``rule.name``, ``rule.ruleset``
-- ``rule.declarations()``: egglog commands to run once before saturation (the ruleset, match
-  relations, attribute tables, the let analyses' sorts). Several rules return some of the same
-  commands: run each distinct command once, in first-seen order (``rewrite.program`` does).
-- ``rule.commands()``: the egglog ``rule`` command(s), with ``:ruleset`` and ``:name``.
-- ``rule.python_rewrite``: None when egglog does everything; else a ``PythonRewrite`` whose
-  ``relation`` collects the matches (one column per name in ``variables``, each an e-class)
-  and whose ``apply(bindings, graph)`` returns ``(root class, new expression)`` pairs to union.
+``rule.python_rewrite`` is None when the e-graph does everything; else a ``PythonRewrite``
+whose ``relation`` collects the matches (one column per name in ``variables``, each an
+e-class) and whose ``apply(bindings, graph)`` returns ``(root class, new expression)`` pairs
+to union.
 
 A ``<=>`` rule gives two objects: ``name`` (left to right) and ``name<=`` (right to left); the
 second is left out when it is the first with its variables renamed (``add(?a, ?b) <=> add(?b, ?a)``).
@@ -17,17 +18,14 @@ second is left out when it is the first with its variables renamed (``add(?a, ?b
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 from ..errors import Span
 from ..ir.expr import Expr, Var
 from ..ir.types import Type, format_type
 from .build import BuildEnv, BuildError, build
-from .compile import lhs_term, prebuilt_parts, rhs_term
 from .cond import UNKNOWN, EvalEnv, Expression, Kinds, evaluate
-from .pattern import PVar, children
-from .scoping import scoping_declarations, scoping_rules
+from .pattern import PVar, children, prebuilt_parts
 
 __all__ = ["Rule", "PythonRewrite", "EggRule", "AnalysisRule", "root_names"]
 
@@ -53,73 +51,23 @@ class Rule:
     multi: bool = False
     uses_scoping: bool = False
     python_rewrite: PythonRewrite | None = field(default=None, init=False)
-    _facts: list[str] = field(default_factory=list, init=False)
-    _residue: list = field(default_factory=list, init=False)
+    native_facts: list = field(default_factory=list, init=False)
+    native_values: list = field(default_factory=list, init=False)
+    residue: list = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self._counter = 0
-        native, self._residue = self.cond.split() if self.cond is not None else ([], [])
-        roots = self.roots
-        self._facts = [f"(= ?{r} {lhs_term(p)})" for r, p in zip(roots, self.lhs, strict=True)]
-        for i in range(len(roots)):
-            for j in range(i + 1, len(roots)):
-                self._facts.append(f"(!= ?{roots[i]} ?{roots[j]})")
         if self.cond is not None:
-            self._facts += self.cond.egglog_facts(native, self._fresh)
-        # computed attributes egglog can look up in a table become query variables
-        self._computed_vars: dict[int, str] = {}
-        values = [e.egglog_value(self._fresh) for e in self.computed]
-        if all(v is not None for v in values):
-            for i, (facts, var) in enumerate(values):
-                self._facts += facts
-                self._computed_vars[i] = var
-        # `leaf(?w)`: one command per combination of variable and constant leaves
-        self._leaves = [f[len("(leaf "):-1] for f in self._facts if f.startswith("(leaf ")]
-        self._facts = [f for f in self._facts if not f.startswith("(leaf ")]
-        if self._residue or len(self._computed_vars) < len(self.computed):
+            self.native_facts, self.residue = self.cond.split()
+        # computed attributes the e-graph can look up in a table: all of them, or Python does
+        values = [e.native_value() for e in self.computed]
+        self.native_values = values if all(v is not None for v in values) else []
+        if self.residue or len(self.native_values) < len(self.computed):
             self.python_rewrite = PythonRewrite(self)
 
     @property
     def roots(self) -> list[str]:
         """The names the matched roots are bound to."""
         return root_names(len(self.lhs), self.multi)
-
-    def _fresh(self) -> str:
-        self._counter += 1
-        return f"?__t{self._counter}"
-
-    def declarations(self) -> list[str]:
-        """Egglog commands to run once before saturation."""
-        out = [f"(ruleset {self.ruleset})"]
-        for e in [*self.computed, *([self.cond] if self.cond is not None else [])]:
-            for f in e.attr_functions():
-                out += f.declarations()
-        if self.uses_scoping:
-            out += scoping_declarations()  # (the analysis itself: an AnalysisRule)
-        if self.python_rewrite is not None:
-            cols = " ".join(["RExpr"] * len(self.python_rewrite.variables))
-            out.append(f"(relation {self.python_rewrite.relation} ({cols}))")
-        return out
-
-    def commands(self) -> list[str]:
-        """The egglog rule command of this rule (one per kind of each ``leaf`` variable)."""
-        if self.python_rewrite is None:
-            actions = [f"(union ?{r} {rhs_term(p, computed=self._computed_vars)})"
-                       for r, p in zip(self.roots, self.rhs, strict=True)]
-            facts = self._facts
-        else:
-            pr = self.python_rewrite
-            facts = self._facts + [f"(tytext (Ty ?{v}))" for v in pr.typed]
-            actions = [f"({pr.relation} {' '.join(pr.columns)})"]
-            actions[:0] = [f"(let {name} {rhs_term(p)})" for name, p in pr.prebuilt]
-        out = []
-        for i, kinds in enumerate(itertools.product(("RVar", "RConst"), repeat=len(self._leaves))):
-            leaf_facts = [f"(= {v} ({k} ?__leaf{j}))"
-                          for j, (v, k) in enumerate(zip(self._leaves, kinds, strict=True))]
-            name = self.name if i == 0 else f"{self.name}/{i + 1}"
-            out.append(f"(rule ({' '.join(facts + leaf_facts)}) ({' '.join(actions)}) "
-                       f":ruleset {self.ruleset} :name \"{name}\")")
-        return out
 
     def __repr__(self) -> str:
         kind = "python" if self.python_rewrite is not None else "egglog"
@@ -170,7 +118,6 @@ class PythonRewrite:
         roots = rule.roots
         self.typed = roots + [v for v in used if v not in roots]
         self.variables = self.typed + [name for name, _ in self.prebuilt]
-        self.columns = ["?" + v for v in self.typed] + [name for name, _ in self.prebuilt]
         self.leaf_vars = {v: Var(v) for v in self.variables}
 
     def leaves(self, bindings: dict[str, int]) -> dict[Var, int]:
@@ -195,7 +142,7 @@ class PythonRewrite:
             return types[name]
 
         env = EvalEnv(type_of, _no_attr)
-        if not all(evaluate(part, env) is True for part in rule._residue):
+        if not all(evaluate(part, env) is True for part in rule.residue):
             return []
         values = []
         for e in rule.computed:
@@ -257,30 +204,21 @@ class EggRule:
 
     name: str
     ruleset: str
-    command: str
-    decls: list[str]
+    command: str  # the rule command, as written
+    decls: list[str]  # the file's declarations (rulesets, sorts, functions, relations) up to it
     span: Span | None = None
     text: str = ""
     python_rewrite: None = None
     lhs: None = None
 
-    def declarations(self) -> list[str]:
-        """The file's declarations (rulesets, sorts, functions, relations) up to this rule."""
-        return list(self.decls)
-
-    def commands(self) -> list[str]:
-        """The rule command, as written."""
-        return [self.command]
-
     def __repr__(self) -> str:
         return f"<EggRule {self.name} [{self.ruleset}]>"
-
 
 
 @dataclass(eq=False)
 class AnalysisRule:
     """The helper rules that compute what ``free``, ``once`` and ``subst`` read (free variables,
-    single uses, explicit substitution; see ``scoping.py``), as one rule object.
+    single uses, explicit substitution; see ``relaygraph.egraph.scoping``), as one rule object.
 
     ``load_rules`` puts it before the first rule of a ruleset that needs it; a selection of
     rules that keeps such a rule must keep its analysis too (``name``: ``<ruleset>-scoping``).
@@ -296,14 +234,6 @@ class AnalysisRule:
     def name(self) -> str:
         """``<ruleset>-scoping``."""
         return f"{self.ruleset}-scoping"
-
-    def declarations(self) -> list[str]:
-        """The analyses' sorts, functions and constructors."""
-        return [f"(ruleset {self.ruleset})", *scoping_declarations()]
-
-    def commands(self) -> list[str]:
-        """One rule per constructor and analysis."""
-        return scoping_rules(self.ruleset)
 
     def __repr__(self) -> str:
         return f"<AnalysisRule {self.name}>"

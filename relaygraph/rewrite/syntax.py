@@ -153,7 +153,9 @@ def parse_statement(src: SourceFile, stmt: Statement, ruleset: str) -> RuleText 
     body_start = colon + 1
     arrow_at, arrow = _find_arrow(text, body_start)
     if arrow_at < 0:
-        raise src.error("expected `=>` or `<=>` between the two sides", base + body_start, name)
+        message, at = _unbalanced(text, body_start, lambda o: src.span(base + o))
+        raise src.error(message or "expected `=>` or `<=>` between the two sides",
+                        base + (body_start if at is None else at), name)
     rhs_start = arrow_at + len(arrow)
     cond_at = _find_condition(text, rhs_start)
     rhs_end = cond_at if cond_at >= 0 else len(text)
@@ -204,6 +206,33 @@ def _find_arrow(text: str, start: int) -> tuple[int, str]:
         if text.startswith("=>", i) and (i == 0 or text[i - 1] not in "<=>!"):
             return i, "=>"
     return -1, ""
+
+
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+
+
+def _unbalanced(text: str, start: int, span_of) -> tuple[str | None, int | None]:
+    """Why no arrow was found when brackets are to blame, and where reading stopped: at a
+    closing bracket with nothing open, at an arrow inside an open bracket, or at the end."""
+    opened: list[int] = []
+
+    def still_open() -> str:
+        o = opened[-1]
+        where = span_of(o)
+        return f"missing `{_CLOSE[text[o]]}`: the `{text[o]}` at line {where.line}, column {where.column}"
+
+    for i, c, _ in _scan(text, start):
+        if c in _CLOSE:
+            opened.append(i)
+        elif c in ")]}":
+            if not opened:
+                return f"`{c}` closes nothing (one `{c}` too many?)", i
+            opened.pop()
+        elif opened and (text.startswith("<=>", i) or text.startswith("=>", i)):
+            return f"{still_open()} is still open at the arrow", i
+    if opened:
+        return f"{still_open()} is never closed", len(text.rstrip())
+    return None, None
 
 
 _WORD_IF = re.compile(r"\bif\b")

@@ -38,6 +38,7 @@ from ..ir.types import (
     TypeCall,
     TypeVar,
 )
+from ..validate import read_text
 from . import lalr
 from .exprs import CallAttr, ExprActions
 from .metadata import MetadataError, read_metadata
@@ -82,9 +83,10 @@ def parse_expr(text: str, source_name: str = "<string>", mod: IRModule | None = 
 
 
 def parse_file(path: str | Path) -> IRModule:
-    """Parse a ``.relay`` file into an IRModule; diagnostics name the file."""
+    """Parse a ``.relay`` file into an IRModule; diagnostics name the file (a missing, empty,
+    binary or unreadable file, or a directory, is a ParseError too)."""
     path = Path(path)
-    return parse(path.read_text(), source_name=str(path))
+    return parse(read_text(path, ParseError, "Relay file"), source_name=str(path))
 
 
 class _Parser(ExprActions):

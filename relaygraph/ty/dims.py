@@ -18,7 +18,7 @@ from ..ir.types import Any
 __all__ = [
     "sym", "simplify_dim", "is_symbolic", "is_known", "dim_add", "dim_sub", "dim_mul",
     "dim_floordiv", "dim_ceildiv", "dim_max", "dim_min", "dim_round", "dim_prod", "dims_equal",
-    "dim_str", "substitute_dim", "as_int", "parse_dim",
+    "dim_str", "substitute_dim", "parse_dim",
 ]
 
 
@@ -65,11 +65,6 @@ def is_symbolic(d) -> bool:
 def is_known(d) -> bool:
     """True for a concrete int dimension."""
     return type(d) is int
-
-
-def as_int(d) -> int | None:
-    """The int value of a dimension, or None when it is symbolic or ``?``."""
-    return d if type(d) is int else None
 
 
 def _binary(a, b, int_op, sym_op):

@@ -16,7 +16,7 @@ from .ilp import ilp
 from .tree import tree
 
 __all__ = ["EXTRACTORS", "FIELDS", "run_file", "relative_labels", "Table", "format_table", "markdown_table",
-           "write_csv", "plot", "TABLE_WIDTH"]
+           "write_csv", "plot", "machine_description", "TABLE_WIDTH"]
 
 EXTRACTORS = ("tree", "greedy-dag", "ilp", "egglog")
 FIELDS = ("file", "extractor", "nodes", "classes", "tree_cost", "dag_cost", "seconds", "optimal",
@@ -209,19 +209,50 @@ def write_csv(rows: Sequence[dict], path: str) -> None:
             writer.writerow({k: r[k] for k in FIELDS})
 
 
-def plot(rows: Sequence[dict], path: str) -> None:
-    """A PNG with DAG cost relative to the best per file, and time per extractor (log scale)."""
+def machine_description() -> str:
+    """The machine a benchmark ran on, for figure titles: CPU model, architecture, core count."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    return f"{cpu} ({platform.machine()}), {os.cpu_count()} cores"
+
+
+def _short_labels(files: Sequence[str]) -> tuple[str, list[str]]:
+    # paths relative to the folder all files share: distinct and short
+    dirs = [os.path.dirname(f) for f in files]
+    try:
+        common = os.path.commonpath(dirs) if dirs and all(dirs) else ""
+    except ValueError:  # absolute and relative paths mixed
+        common = ""
+    return common, [os.path.relpath(f, common) if common else f for f in files]
+
+
+def plot(rows: Sequence[dict], path: str, cost: str = "given", machine: str | None = None):
+    """A PNG of each answer's DAG cost over the best on its file and of each extractor's time.
+
+    Both axes are honest: the ratio on a log scale starting at 1 (each bar labelled with its
+    excess in percent), the time in seconds on a log scale. Returns the matplotlib Figure.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     good = [r for r in rows if not math.isnan(r["dag_cost"])]
     files = list(dict.fromkeys(r["file"] for r in rows))
     names = list(dict.fromkeys(r["extractor"] for r in rows if r["extractor"] != "-"))
     best = {f: min((r["dag_cost"] for r in good if r["file"] == f), default=math.nan) for f in files}
-    fig, (ax_cost, ax_time) = plt.subplots(2, 1, figsize=(max(6.0, 1.2 * len(files) + 3), 7))
+    fig, (ax_cost, ax_time) = plt.subplots(2, 1, figsize=(max(7.0, 1.5 * len(files) + 3), 8.5),
+                                           layout="constrained")
     width = 0.8 / max(1, len(names))
+    ratios = [1.0]
     for j, name in enumerate(names):
         xs, ratio, secs = [], [], []
         for i, f in enumerate(files):
@@ -231,18 +262,39 @@ def plot(rows: Sequence[dict], path: str) -> None:
             xs.append(i + (j - (len(names) - 1) / 2) * width)
             ratio.append(r["dag_cost"] / best[f] if best[f] > 0 else 1.0)
             secs.append(max(r["seconds"], 1e-5))
-        ax_cost.bar(xs, ratio, width, label=name)
-        ax_time.bar(xs, secs, width, label=name)
-    labels = [os.path.basename(f) for f in files]
+        color = f"C{j}"
+        # bars start at 1: a ratio of 1 (the best answer) has no height, only its label
+        ax_cost.bar(xs, [q - 1.0 for q in ratio], width, bottom=1.0, label=name, color=color)
+        for x, q in zip(xs, ratio, strict=True):
+            ax_cost.text(x, q, "best" if q <= 1 + 5e-7 else f"+{q - 1:.2%}", ha="center",
+                         va="bottom", rotation=90, fontsize=7)
+        ax_time.bar(xs, secs, width, label=name, color=color)
+        ratios += ratio
+    common, labels = _short_labels(files)
     for ax in (ax_cost, ax_time):
-        ax.set_xticks(range(len(files)), labels, rotation=30, ha="right", fontsize=8)
-        ax.legend(fontsize=8)
-    ratios = [r["dag_cost"] / best[r["file"]] for r in good if best[r["file"]] > 0] or [1.0]
-    spread = max(max(ratios) - 1.0, 1e-3)  # zoom in: the differences are often fractions of a percent
-    ax_cost.set_ylim(1.0 - 0.1 * spread, max(ratios) + 0.15 * spread)
-    ax_cost.set_ylabel("DAG cost / best on file")
+        ax.set_xticks(range(len(files)), labels, rotation=20, ha="right", fontsize=8)
+        ax.set_xlabel(f"e-graph file (in {common}/)" if common else "e-graph file")
+        ax.set_xlim(-0.6, len(files) - 0.4)
+    ax_cost.set_yscale("log")
+    # at least 1 to 1.1, so a fraction of a percent looks like one; room above for the labels
+    top = max(1.1, max(ratios) ** 1.3)
+    ax_cost.set_ylim(1.0, top)
+    ticks = [1.0 + k * (top - 1.0) / 5 for k in range(6)] if top < 2 else None
+    if ticks:  # within one decade a log axis has no labelled ticks of its own
+        ax_cost.set_yticks(ticks)
+        ax_cost.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+        ax_cost.yaxis.set_minor_formatter(NullFormatter())
+    ax_cost.set_ylabel("DAG cost / best DAG cost on the file\n(log scale from 1)")
+    ax_cost.set_title("DAG cost of each answer relative to the best answer on its file", fontsize=10)
     ax_time.set_yscale("log")
-    ax_time.set_ylabel("time (s)")
-    fig.tight_layout()
+    ax_time.set_ylabel("extractor wall time (s, log scale)")
+    ax_time.set_title("time per extractor (times under 10 µs shown as 10 µs)", fontsize=10)
+    handles, names_shown = ax_cost.get_legend_handles_labels()
+    fig.legend(handles, names_shown, loc="outside upper right", ncol=len(names), fontsize=8,
+               title="extractor", title_fontsize=8)
+    model = "node costs as given in each file" if cost == "given" else f"cost model {cost!r}"
+    fig.suptitle(f"Extractors compared ({model})\non {machine or machine_description()}",
+                 fontsize=11, x=0.02, ha="left")
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return fig

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...validate import positive
 from .check import ExtractionResult, check, make_result, needed_classes
 from .greedy import greedy_dag, realize_acyclic
 from .gym import ExtractionError, ExtractionGraph
@@ -247,6 +248,7 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     The result's ``optimal`` says whether optimality was proved (within ``rel_gap``), ``gap`` is
     the relative gap to the best lower bound; on a time-out ``status`` is ``"time-limit"``.
     """
+    positive("time_limit", time_limit)
     if backend == "auto":
         backend = "highs" if highs_available() else "milp"
     if backend not in ("highs", "milp"):

@@ -14,8 +14,8 @@ Generated from the op table (one rule per constructor), for the ruleset that use
 
 from __future__ import annotations
 
-from ..egraph.encoding import op_constructor
 from ..ops.registry import all_ops
+from .encoding import op_constructor
 
 __all__ = ["scoping_declarations", "scoping_rules"]
 
