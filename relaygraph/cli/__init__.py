@@ -17,11 +17,16 @@ import sys
 import traceback
 
 from ..errors import RelayError
+from ..progress import quiet
 
 __all__ = ["main", "build_parser", "error_message", "UsageError", "EXIT_USAGE", "EXIT_INTERNAL"]
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+
+
+QUIET_HELP = ("no progress output (otherwise a bar on a terminal, plain lines on stderr when it goes to "
+              "a file or pipe)")
 
 
 class UsageError(Exception):
@@ -34,10 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Relay programs rewritten with e-graphs.")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an internal error (or set RELAYGRAPH_DEBUG=1)")
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("cmd_"):
             importlib.import_module(f"{__name__}.{info.name}").register(sub)
+    for command in sub.choices.values():  # also after the command; SUPPRESS keeps one given before it
+        command.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return parser
 
 
@@ -45,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        with quiet(args.quiet):
+            return args.run(args)
     except (UsageError, RelayError, OSError) as exc:
         print(error_message(exc), file=sys.stderr)
         return EXIT_USAGE

@@ -42,26 +42,40 @@ def _extractors(text: str) -> list[str]:
     return names
 
 
-def _run_all(files: list[str], names: list[str], args: argparse.Namespace) -> list[dict]:
-    from tqdm import tqdm
-
+def _finished(files: list[str], names: list[str], labels: dict[str, str], args: argparse.Namespace):
+    """(file, its rows) for each file as it finishes: in the order given with one job, else as
+    the worker processes finish them."""
     from ..egraph.extract.bench import run_file
 
-    todo = {f: (f, names, args.time_limit, args.cost) for f in files}
-    results: dict[str, list[dict]] = {}
-    bar = tqdm(total=len(files), desc="extract-bench", unit="file", file=sys.stderr,
-               disable=None if args.progress else True)
+    todo = {f: (f, names, args.time_limit, args.cost, labels[f]) for f in files}
     if args.jobs <= 1:
         for f, job in todo.items():
-            results[f] = run_file(*job)
-            bar.update(1)
-    else:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(run_file, *job): f for f, job in todo.items()}
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update(1)
-    bar.close()
+            yield f, run_file(*job)
+        return
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(run_file, *job): f for f, job in todo.items()}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _run_all(files: list[str], names: list[str], args: argparse.Namespace) -> list[dict]:
+    """Run every file, printing its rows as soon as it is done; all rows, in the order given."""
+    from ..egraph.extract.bench import Table, relative_labels
+    from ..progress import phase
+
+    labels = relative_labels(files)
+    table = Table([labels[f] for f in files], names)
+    bar = phase("extract-bench", total=len(files), unit="file", progress="auto" if args.progress else False)
+    bar.print(table.header())
+    results: dict[str, list[dict]] = {}
+    try:
+        for f, rows in _finished(files, names, labels, args):
+            results[f] = rows
+            bar.print("\n".join(table.row(r) for r in rows))
+            bar.step(labels[f])
+        bar.done()
+    finally:
+        bar.close()
     return [row for f in files for row in results[f]]  # in the order given, whatever finished first
 
 
@@ -73,7 +87,6 @@ def _cmd(args: argparse.Namespace) -> int:
     names = _extractors(args.extractors)
     files = _files(args.paths)
     rows = _run_all(files, names, args)
-    print(bench.format_table(rows))
     os.makedirs(args.out, exist_ok=True)
     bench.write_csv(rows, os.path.join(args.out, "extract-bench.csv"))
     with open(os.path.join(args.out, "extract-bench.md"), "w") as f:
@@ -105,5 +118,6 @@ def register(sub) -> None:
     p.add_argument("--out", default="extract-bench-out", metavar="DIR",
                    help="where the CSV, Markdown table and PNG go (default extract-bench-out)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress output (as --quiet)")
     p.set_defaults(run=_cmd)

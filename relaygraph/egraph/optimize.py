@@ -294,21 +294,27 @@ def _load_rules(rules) -> list:
 
 
 def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int, budget: float = 0.0,
-                  max_runs: int = 500, entry: str = "main") -> tuple[float, float, Any, Any]:
+                  max_runs: int = 500, entry: str = "main", progress=False) -> tuple[float, float, Any, Any]:
     """Median seconds of two programs on the same inputs, and their values. The runs alternate,
     so that load on the machine hits both alike: at least ``runs`` of each, and more (up to
     ``max_runs``) until ``budget`` seconds have passed, so that small programs get a steady median."""
-    (time_a, time_b), (value_a, value_b) = median_times([a, b], inputs, runs, budget, max_runs, entry)
+    (time_a, time_b), (value_a, value_b) = median_times([a, b], inputs, runs, budget, max_runs, entry,
+                                                        progress)
     return time_a, time_b, value_a, value_b
 
 
 def median_times(mods: list[IRModule], inputs: list, runs: int, budget: float = 0.0,
-                 max_runs: int = 500, entry: str = "main") -> tuple[list[float], list]:
+                 max_runs: int = 500, entry: str = "main", progress=False) -> tuple[list[float], list]:
     """Median seconds of several programs on the same inputs (runs alternated, as
-    ``compare_times``), and their values."""
+    ``compare_times``), and their values; ``progress`` shows the check and timing phases."""
     from ..eval import evaluate
+    from ..progress import phase
 
+    checking = phase("check", f"running the {len(mods)} programs on seeded random inputs", progress=progress)
     values = [evaluate(m, *inputs, entry=entry) for m in mods]
+    checking.done()
+    timing = phase("time", f"at least {runs} alternated runs of each program, more for up to {budget:g} s",
+                   unit="run", progress=progress, every=2.0)
     times: list[list[float]] = [[] for _ in mods]
     start_all = time.perf_counter()
     while len(times[0]) < runs or (len(times[0]) < max_runs and time.perf_counter() - start_all < budget):
@@ -316,6 +322,8 @@ def median_times(mods: list[IRModule], inputs: list, runs: int, budget: float = 
             start = time.perf_counter()
             evaluate(mod, *inputs, entry=entry)
             out.append(time.perf_counter() - start)
+        timing.step()
+    timing.done(f"{len(times[0])} runs of each")
     return [statistics.median(t) for t in times], values
 
 
@@ -444,15 +452,19 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     the node, iteration and time limits; the rest of the module is kept. ``params`` bind weights of
     ``entry``. With ``check``, both modules run ``entry`` on seeded random inputs: their outputs
     are compared and their numpy times are the medians of at least ``repeats`` alternated runs
-    each, more for small programs until ``timing_budget`` seconds have passed.
+    each, more for small programs until ``timing_budget`` seconds have passed. ``progress`` (False,
+    True, ``"auto"``, ``"bar"``, ``"lines"``) reports each phase: load, saturate, extract, check, time.
     """
     from ..passes import FoldConstant, InferType
+    from ..progress import phase, resolve
     from ..ty import infer_type
     from . import extract as ex
     from .saturation import saturate
 
+    progress = resolve(progress)
     optimize_options(cost=cost, extractor=extractor, node_limit=node_limit, iter_limit=iter_limit,
                      time_limit=time_limit, ilp_time_limit=ilp_time_limit)
+    loading = phase("load", "reading the rules, type-checking the program", progress=progress)
     rule_objects = _load_rules(rules)  # a bad rule file is reported before any work
     started = time.perf_counter()
     if isinstance(mod, Function):
@@ -464,6 +476,7 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     if params:
         mod = bind_params(mod, params, entry)
     mod = infer_type(mod)
+    loading.done(f"{len(rule_objects)} rules")
     extractors = {"tree": ex.tree, "greedy-dag": ex.greedy_dag,
                   "ilp": lambda g: ex.ilp(g, time_limit=ilp_time_limit)}
     names = _function_names(mod, functions)
@@ -478,6 +491,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
             continue
         reports[name] = saturate(egraph, rule_objects, node_limit=node_limit, iter_limit=iter_limit,
                                  time_limit=time_limit, progress=progress)
+        extracting = phase("extract", f"@{name} with {extractor}, {_cost_label(cost)} cost",
+                           progress=progress)
         graph = egraph.extraction_graph(cost)
         _constant_discount(graph)
         t0 = time.perf_counter()
@@ -486,11 +501,14 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
         proven = getattr(result, "optimal", None)
         optimal = None if proven is None or optimal is None else optimal and proven
         rewritten[name] = egraph.read_back(graph, result.choice)
+        extracting.done(f"DAG cost {result.dag_cost:.6g}")
         status[name] = "rewritten"
     if not rewritten:
         raise RelayError("no function of the module can go through the e-graph: "
                          + "; ".join(f"@{k} {v}" for k, v in status.items()))
 
+    rebuilding = phase("rebuild", "folding constants, type-checking, writing standard Relay, costing",
+                       progress=progress)
     out = mod.copy()
     for name, func in rewritten.items():
         out.update_func(name, func)
@@ -516,16 +534,21 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
         functions={gv.name_hint: status.get(gv.name_hint, "not asked for") for gv, _ in mod},
         saturations=reports, keep_fused_ops=keep_fused_ops,
         fused_calls=sum(n for op, n in ops_after.items() if fused_definition(op) is not None))
+    rebuilding.done()
     if check:
         inputs = random_inputs(mod, seed, entry=entry)
         with np.errstate(all="ignore"):  # NaN / inf in the outputs are counted and reported
             res.seconds_before, res.seconds_after, want, got = compare_times(
-                mod, optimized, inputs, repeats, budget=timing_budget, entry=entry)
+                mod, optimized, inputs, repeats, budget=timing_budget, entry=entry, progress=progress)
         _check_outputs(res, want, got, rtol, atol)
         if res.check_passed is False:
             res.suspect_rules = suspect_rules(rule_objects, reports, res.ops_before, ops_after)
     res.total_seconds = time.perf_counter() - started
     return res
+
+
+def _cost_label(cost) -> str:
+    return cost if isinstance(cost, str) else "custom"
 
 
 def _function_names(mod: IRModule, functions) -> list[str]:

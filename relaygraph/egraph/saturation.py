@@ -125,7 +125,7 @@ class Saturator:
     def __init__(self, egraph: RelayEGraph, specs: list[RuleSpec], python: dict | None = None, *,
                  node_limit: int | None, iter_limit: int | None, time_limit: float | None,
                  scheduler: str | None = "backoff", match_limit: int = 1000, ban_length: int = 5,
-                 apply_python=None, on_iteration=None, progress: bool = False) -> None:
+                 apply_python=None, on_iteration=None, progress: bool | str = False) -> None:
         if scheduler not in (None, "backoff", "simple"):
             raise RelayError(f"unknown scheduler {scheduler!r}; use 'backoff' or 'simple'")
         self.egraph, self.specs, self.python = egraph, specs, python or {}
@@ -171,7 +171,7 @@ class Saturator:
         nodes, classes = self._last_sizes = self.egraph.sizes()
         report = SaturationReport("iter-limit", [], self.matches, 0.0, self._limits(),
                                   "in-process", nodes, classes, 0, egraph=self.egraph)
-        bar = progress_bar(self.iter_limit, self.progress)
+        bar = progress_bar(self.iter_limit, self.progress, f"from {nodes} e-nodes, {classes} e-classes")
         try:
             index = 0
             while True:
@@ -192,6 +192,7 @@ class Saturator:
                 if self.node_limit is not None and stats.nodes >= self.node_limit:
                     report.stop_reason = "node-limit"
                     break
+            bar.done(stop_info(report))
         finally:
             bar.close()
         report.seconds = time.perf_counter() - start
@@ -386,8 +387,7 @@ def report_limits(options: dict) -> dict:
 def record_iteration(report: SaturationReport, stats: IterationStats, bar) -> None:
     """Add an iteration's statistics to the report and advance the progress bar."""
     report.iterations.append(stats)
-    bar.update(1)
-    bar.set_postfix(nodes=stats.nodes, classes=stats.classes)
+    bar.step(iteration_info(stats))
 
 
 def tally_matches(report: SaturationReport) -> None:
@@ -439,17 +439,28 @@ def _leaves(rewrite, bindings: dict[str, int], expr: Expr) -> dict:
     return {v: bindings[n] for v, n in names.items() if n in bindings}
 
 
-def progress_bar(total: int | None, enabled: bool):
-    """The progress bar of a saturation run (one step per iteration)."""
-    from tqdm.auto import tqdm
+def progress_bar(total: int | None, progress, what: str = ""):
+    """The progress of a saturation run: one step per iteration (``progress`` as
+    ``relaygraph.progress.resolve`` takes it; ``what`` starts it)."""
+    from ..progress import phase
 
-    return tqdm(total=total, desc="saturate", unit="iter", disable=not enabled, leave=False)
+    return phase("saturate", what, total=total, unit="iteration", progress=progress)
+
+
+def iteration_info(stats: IterationStats) -> str:
+    """The sizes a progress line gives after an iteration."""
+    return f"{stats.nodes} e-nodes, {stats.classes} e-classes"
+
+
+def stop_info(report: SaturationReport) -> str:
+    """What the last progress line of a saturation run says."""
+    return f"{len(report.iterations)} iterations, stopped: {report.stop_reason}"
 
 
 def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_limit: int | None = 50_000,
              iter_limit: int | None = 30, time_limit: float | None = 60.0, isolate: bool | None = None,
              scheduler: str | None = "backoff", match_limit: int = 1000, ban_length: int = 5,
-             progress: bool = True) -> SaturationReport:
+             progress: bool | str = True) -> SaturationReport:
     """Run ``rules`` on ``egraph`` until saturated or a limit is reached; returns the report.
 
     ``egraph`` is a RelayEGraph (changed in place) or a program to load into a new one
@@ -457,8 +468,12 @@ def saturate(egraph: RelayEGraph | IRModule | Function | Expr, rules, *, node_li
     ``isolate`` (default: whenever there is a time limit) runs the e-graph in a worker process
     so that the time limit is hard; in this process it is checked between iterations only. The
     time limit counts from the first iteration (not the worker's start and rebuilding the e-graph).
+    ``progress``: a line or bar step per iteration (see ``relaygraph.progress``).
     """
+    from ..progress import resolve
+
     limits(node_limit=node_limit, iter_limit=iter_limit, time_limit=time_limit)
+    progress = resolve(progress)
     if not isinstance(egraph, RelayEGraph):
         egraph = RelayEGraph(egraph)
     specs, python = prepare_rules(rules)

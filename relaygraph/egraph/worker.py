@@ -71,6 +71,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
         progress_bar,
         record_iteration,
         report_limits,
+        stop_info,
         tally_matches,
     )
     from .saturation import apply_python_rewrites as apply_here
@@ -85,7 +86,8 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
     report = SaturationReport("iter-limit", [], {}, 0.0, {}, "worker", egraph=egraph)
     delta: list = []  # the child's journal entries, in order
     checkpoint = None  # (iteration, journal entries it covers, document, sizes)
-    bar = progress_bar(options["iter_limit"], options["progress"])
+    limit = "" if time_limit is None else f", a hard time limit of {time_limit:g} s"
+    bar = progress_bar(options["iter_limit"], options["progress"], f"in a worker process{limit}")
     child_options = dict(options, progress=False)
     try:
         send(("start", egraph.journal, egraph.root, specs, child_options))
@@ -139,6 +141,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
             elif kind == "error":
                 _, cls, text = message
                 raise (RuleError if cls == "RuleError" else RelayError)(text)
+        bar.done(stop_info(report))
     finally:
         bar.close()
         if proc.poll() is None:

@@ -15,8 +15,8 @@ from .gym import ExtractionError, load_gym
 from .ilp import ilp
 from .tree import tree
 
-__all__ = ["EXTRACTORS", "FIELDS", "run_file", "format_table", "markdown_table", "write_csv", "plot",
-           "machine_description"]
+__all__ = ["EXTRACTORS", "FIELDS", "run_file", "relative_labels", "Table", "format_table", "markdown_table",
+           "write_csv", "plot", "machine_description", "TABLE_WIDTH"]
 
 EXTRACTORS = ("tree", "greedy-dag", "ilp", "egglog")
 FIELDS = ("file", "extractor", "nodes", "classes", "tree_cost", "dag_cost", "seconds", "optimal",
@@ -100,15 +100,96 @@ _HEAD = {"file": "file", "extractor": "extractor", "nodes": "nodes", "classes": 
          "optimal": "optimal?", "gap": "gap", "status": "status"}
 
 
-def format_table(rows: Sequence[dict]) -> str:
-    """A fixed-width text table of the rows."""
-    cells = [[_HEAD[k] for k in FIELDS]] + [[_cell(r[k], k) for k in FIELDS] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(FIELDS))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-             for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in lines)
+TABLE_WIDTH = 110
+# The text table's columns: the gap goes in the "optimal?" cell. Widths are fixed before any row
+# is known, so that rows print as their files finish; the file column takes what is left.
+_COLUMNS = ("file", "extractor", "nodes", "classes", "tree_cost", "dag_cost", "seconds", "optimal", "status")
+_WIDTH = {"nodes": 6, "classes": 7, "tree_cost": 9, "dag_cost": 9, "seconds": 8, "optimal": 8,
+          "status": 13}
+
+
+def relative_labels(paths: Sequence[str]) -> dict[str, str]:
+    """Each path relative to the deepest folder holding all of them (a lone file: its name)."""
+    if not paths:
+        return {}
+    absolute = {p: os.path.abspath(p) for p in paths}
+    root = os.path.commonpath([os.path.dirname(a) for a in absolute.values()])
+    return {p: os.path.relpath(a, root) for p, a in absolute.items()}
+
+
+def _elide(text: str, width: int) -> str:
+    """``text`` in ``width`` characters: its start dropped first (the file's name and nearest
+    folders say the most), then the middle of the name."""
+    if len(text) <= width:
+        return text
+    name = os.path.basename(text)
+    if len(name) + 3 <= width:
+        return "..." + text[len(text) - (width - 3):]
+    keep = width - 3
+    return name[: (keep + 1) // 2] + "..." + name[len(name) - keep // 2:] if keep > 0 else name[:width]
+
+
+def _number(value: float, width: int) -> str:
+    """A cost in ``width`` characters where it fits, with as many digits as it allows."""
+    for digits in (6, 5, 4, 3, 2):
+        text = f"{value:.{digits}g}"
+        if len(text) <= width:
+            return text
+    return text
+
+
+def _table_cell(row: dict, key: str) -> str:
+    if key == "optimal":
+        if row["optimal"] == "":
+            return "-"
+        gap = row["gap"]
+        if row["optimal"] or not isinstance(gap, float) or math.isnan(gap):
+            return _cell(row["optimal"], "optimal")
+        return f"no {gap:.1%}" if gap < 0.1 else f"no {gap:.0%}"
+    value = row[key]
+    if key in ("tree_cost", "dag_cost") and isinstance(value, float) and not math.isnan(value):
+        return _number(value, _WIDTH[key])
+    return _cell(value, key)
+
+
+class Table:
+    """A fixed-width text table printed a row at a time, no wider than ``width`` (about)."""
+
+    def __init__(self, labels: Sequence[str], extractors: Sequence[str], width: int = TABLE_WIDTH) -> None:
+        head = _HEAD
+        widths = dict(_WIDTH, extractor=max([len(head["extractor"]), *map(len, extractors)]))
+        fixed = sum(widths.values()) + 2 * (len(_COLUMNS) - 1)
+        longest = max([len(head["file"]), *map(len, labels)])
+        widths["file"] = max(min(longest, width - fixed), 16)
+        widths["status"] += max(0, width - fixed - widths["file"])  # short names leave room for it
+        self.head, self.widths = head, widths
+
+    def _line(self, cells: dict) -> str:
+        parts = []
+        for key in _COLUMNS:
+            w = self.widths[key]
+            text = cells[key]
+            if key == "file":
+                text = _elide(text, w)
+            elif key == "status" and len(text) > w:
+                text = text[: w - 3] + "..."  # the whole of it is in the CSV and on stderr
+            parts.append(text.ljust(w) if key in ("file", "extractor", "status") else text.rjust(w))
+        return "  ".join(parts).rstrip()
+
+    def header(self) -> str:
+        """The column names and the rule under them (two lines)."""
+        names = self._line({k: self.head[k] for k in _COLUMNS})
+        return names + "\n" + "  ".join("-" * self.widths[k] for k in _COLUMNS)
+
+    def row(self, row: dict) -> str:
+        """One row (a dict with FIELDS) as a line; long names and statuses are elided."""
+        return self._line({k: _table_cell(row, k) for k in _COLUMNS})
+
+
+def format_table(rows: Sequence[dict], width: int = TABLE_WIDTH) -> str:
+    """A fixed-width text table of the rows (about ``width`` characters wide at most)."""
+    table = Table([str(r["file"]) for r in rows], [r["extractor"] for r in rows], width)
+    return "\n".join([table.header(), *(table.row(r) for r in rows)])
 
 
 def markdown_table(rows: Sequence[dict]) -> str:
