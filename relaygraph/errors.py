@@ -10,7 +10,8 @@ column, so every error about text (programs, rule files) reads the same:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from .ir.node import NodeError
 
@@ -19,23 +20,27 @@ __all__ = [
     "UnknownNameError", "OptionError", "format_diagnostic", "register_source", "source_text",
 ]
 
-# Recently parsed texts by source name, so an error found later (by the type checker, say)
-# can still show the offending line. Bounded: old texts are forgotten first.
+# Spans made by a parser carry their own text (``Span.text``). For a span built by hand, the
+# text registered last under its name is the fallback. Bounded: old texts are forgotten first;
+# locked, since parses in several threads register at once.
 _SOURCES: dict[str, str] = {}
+_SOURCES_LOCK = threading.Lock()
 _MAX_SOURCES = 64
 
 
 def register_source(name: str, text: str) -> None:
-    """Remember the text of a parsed source for later diagnostics."""
-    _SOURCES.pop(name, None)
-    _SOURCES[name] = text
-    while len(_SOURCES) > _MAX_SOURCES:
-        del _SOURCES[next(iter(_SOURCES))]
+    """Remember the text of a source, for diagnostics on spans that do not carry their text."""
+    with _SOURCES_LOCK:
+        _SOURCES.pop(name, None)
+        _SOURCES[name] = text
+        while len(_SOURCES) > _MAX_SOURCES:
+            del _SOURCES[next(iter(_SOURCES))]
 
 
 def source_text(name: str) -> str | None:
     """The remembered text of a source, if any."""
-    return _SOURCES.get(name)
+    with _SOURCES_LOCK:
+        return _SOURCES.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,9 @@ class Span:
     column: int
     end_line: int | None = None
     end_column: int | None = None
+    # the text the span points into (parsers fill it in), so that two parses under one name
+    # each show their own line; not part of the span's identity
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 def format_diagnostic(message: str, source: str | None, span: Span | None,
@@ -56,7 +64,7 @@ def format_diagnostic(message: str, source: str | None, span: Span | None,
         return f"{severity}: {message}"
     head = f"{span.source_name}:{span.line}:{span.column}: {severity}: {message}"
     if source is None:
-        source = _SOURCES.get(span.source_name)
+        source = span.text if span.text is not None else source_text(span.source_name)
     if source is None:
         return head
     lines = source.splitlines()

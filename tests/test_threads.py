@@ -203,3 +203,24 @@ def test_an_egraph_made_in_a_thread_can_be_dropped_in_another(monkeypatch):
 
     gc.collect()
     assert raised == []
+
+
+def test_parses_in_many_threads_keep_their_own_source_lines(busy_switching):
+    # Each thread parses its own ill-typed text under one shared name, far more texts than the
+    # registry of source names keeps: every error must still show its own line, and the
+    # registry's trimming must not break under concurrent parses.
+    def work(i: int):
+        out = []
+        for j in range(40):
+            text = f"fn (%x: Tensor[(2), float32]) {{\n  add(%x, meta_{i}_{j})\n}}\n"
+            try:
+                rg.parse_expr(text)
+            except rg.errors.ParseError as exc:
+                out.append(str(exc))
+        return out
+
+    results = run_together(work)
+    for i, messages in enumerate(results):
+        assert len(messages) == 40
+        for j, message in enumerate(messages):
+            assert f"meta_{i}_{j}" in message, message

@@ -104,7 +104,7 @@ class SourceMap:
                 i = text.find("\n", i + 1)
             self._starts = starts
         line = bisect.bisect_right(starts, pos)
-        return Span(self._name, line, pos - starts[line - 1] + 1)
+        return Span(self._name, line, pos - starts[line - 1] + 1, text=self._texts.get(self._name))
 
 
 class IRModule:

@@ -72,7 +72,7 @@ class SourceFile:
         """The span (1-based line and column) of a file offset."""
         offset = max(0, min(offset, len(self.text)))
         line = bisect.bisect_right(self._starts, offset)
-        return Span(self.name, line, offset - self._starts[line - 1] + 1)
+        return Span(self.name, line, offset - self._starts[line - 1] + 1, text=self.text)
 
     def error(self, message: str, offset: int, rule: str | None = None) -> RuleError:
         """A RuleError at a file offset, naming the rule when known."""

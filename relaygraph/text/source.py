@@ -59,8 +59,8 @@ class Source:
         line, col = self.line_col(pos)
         if end is not None and end > pos:
             end_line, end_col = self.line_col(end)
-            return Span(self.name, line, col, end_line, end_col)
-        return Span(self.name, line, col)
+            return Span(self.name, line, col, end_line, end_col, self.text)
+        return Span(self.name, line, col, text=self.text)
 
     def error(self, message: str, pos: int, end: int | None = None) -> ParseError:
         """A ParseError pointing at offset ``pos``."""
