@@ -65,6 +65,36 @@ with T.PassContext(instruments=[timing]):
 print(rg.astext(anf))
 print(timing.render())
 assert rg.alpha_equal(gnf, mod)"""),
+    ("md", "## Dataflow patterns\n\nTVM's pattern language (`rg.dataflow_pattern`): match a chain on the "
+           "ResNet-18 above, rewrite every match with a callback, and partition the matches into "
+           "functions, as BYOC's MergeComposite does. Every result computes the same values."),
+    ("code", """from relaygraph.dataflow_pattern import DFPatternCallback, is_op, rewrite, wildcard
+
+main = rg.infer_type(model)["main"]
+conv = is_op("nn.conv2d")(wildcard(), wildcard())
+bn = is_op("nn.batch_norm")(conv, wildcard(), wildcard(), wildcard(), wildcard())
+conv_bn_relu = is_op("nn.relu")(bn[0])
+print(sum(conv_bn_relu.match(n) for n in rg.post_order(main)), "conv + batch_norm + relu chains")
+
+
+class ReluToClip(DFPatternCallback):
+    def __init__(self):
+        super().__init__()
+        self.x = wildcard()
+        self.pattern = is_op("nn.relu")(self.x)
+
+    def callback(self, pre, post, node_map):
+        return rg.op.clip(node_map[self.x][0], a_min=0.0, a_max=float("inf"))
+
+
+clipped = rewrite(ReluToClip(), main)
+parted = conv_bn_relu.partition(main, {"Composite": "conv_bn_relu"})
+groups = [n for n in rg.post_order(parted) if isinstance(n, rg.Function) and "Composite" in n.attrs]
+print(len(groups), "composite functions, e.g.", groups[0].attrs["PartitionedFromPattern"])
+for variant in (clipped, parted):
+    got = rg.evaluate(rg.IRModule.from_expr(variant), image, **params)
+    assert np.allclose(a, got, rtol=1e-4, atol=1e-5)
+groups[0]"""),
 ]
 
 RULE_TEXT = """
