@@ -11,6 +11,7 @@ on an annotated program keeps the existing non-default annotations.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
 from ..errors import RelayError
@@ -45,6 +46,7 @@ END = Op("annotation.compiler_end")
 
 Predicate = Callable[[Call], bool]
 _TARGET_OPS: dict[str, dict[str, Predicate]] = {}
+_WANTS_TYPES: dict[Predicate, bool] = {}
 
 
 def _always(call: Call) -> bool:
@@ -53,10 +55,15 @@ def _always(call: Call) -> bool:
 
 def register_target_op(target: str, op_name: str, predicate: Predicate | None = None,
                        override: bool = False) -> None:
-    """Declare that ``target`` supports ``op_name`` (for calls where ``predicate(call)`` is true)."""
-    if not isinstance(target, str) or not target or "." in target or target == DEFAULT_TARGET:
-        raise RelayError(f"register_target_op: bad target name {target!r} (a non-empty name "
-                         f"without dots, not {DEFAULT_TARGET!r})")
+    """Declare that ``target`` supports ``op_name`` (for calls where ``predicate(call)`` is true).
+
+    A predicate with two parameters is called as ``predicate(call, type_of)``, where
+    ``type_of(expr)`` is the checked type of an expression of the program being annotated (TVM's
+    predicates read ``checked_type``).
+    """
+    if not isinstance(target, str) or not target or target == DEFAULT_TARGET:
+        raise RelayError(f"register_target_op: bad target name {target!r} (a non-empty name, "
+                         f"not {DEFAULT_TARGET!r})")
     get_op(op_name)  # an unknown op name is an UnknownNameError with close names
     if predicate is not None and not callable(predicate):
         raise RelayError(f"register_target_op({target!r}, {op_name!r}): the predicate must be "
@@ -66,6 +73,16 @@ def register_target_op(target: str, op_name: str, predicate: Predicate | None = 
         raise RelayError(f"target {target!r} already has a predicate for {op_name}; "
                          f"pass override=True to replace it")
     ops[op_name] = predicate or _always
+    _WANTS_TYPES[ops[op_name]] = _arity(ops[op_name]) >= 2
+
+
+def _arity(fn) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in kinds)
 
 
 def unregister_target_op(target: str, op_name: str | None = None) -> None:
@@ -116,10 +133,21 @@ def compiler_of(call: Call) -> str:
 class _Annotator:
     """TVM's AnnotateTargetRewriter (and CallOpsTargetRewriter when not include_non_call_ops)."""
 
-    def __init__(self, targets: tuple[str, ...], include_non_call_ops: bool) -> None:
+    def __init__(self, targets: tuple[str, ...], include_non_call_ops: bool, type_of) -> None:
         self.targets = targets
         self.non_call = include_non_call_ops
         self.target_of: dict[Expr, str] = {}
+        self.type_of = type_of
+
+    def supports(self, pred: Predicate, call: Call) -> bool:
+        try:
+            ok = pred(call, self.type_of) if _WANTS_TYPES.get(pred) else pred(call)
+        except RelayError:
+            raise
+        except Exception as exc:
+            raise RelayError(f"AnnotateTarget: the predicate for {call.op.name} failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        return bool(ok)
 
     # -- helpers ------------------------------------------------------------------------------
     def annotate_args(self, args, target: str = "") -> tuple[str, tuple]:
@@ -184,7 +212,7 @@ class _Annotator:
         if isinstance(pre.op, Op):
             for t in self.targets:
                 pred = _TARGET_OPS.get(t, {}).get(pre.op.name)
-                if pred is not None and pred(pre):
+                if pred is not None and self.supports(pred, pre):
                     target = t
                     break
         elif isinstance(pre.op, Function):
@@ -255,9 +283,15 @@ def _composite(node) -> bool:
     return isinstance(node, Function) and "Composite" in node.attrs
 
 
-def annotate_target(expr: Expr, targets: Sequence[str], include_non_call_ops: bool = True) -> Expr:
-    """``expr`` with compiler_begin/compiler_end annotations for ``targets`` (in priority order)."""
-    ann = _Annotator(tuple(targets), include_non_call_ops)
+def annotate_target(expr: Expr, targets: Sequence[str], include_non_call_ops: bool = True,
+                    type_of: Callable[[Expr], object] | None = None) -> Expr:
+    """``expr`` with compiler_begin/compiler_end annotations for ``targets`` (in priority order).
+
+    ``type_of`` gives checked types to predicates that ask for them (by default ``expr`` is
+    type-checked on the first such request)."""
+    if type_of is None:
+        type_of = _lazy_types(expr)
+    ann = _Annotator(tuple(targets), include_non_call_ops, type_of)
     memo: dict = {}
     for node in iter_post_order(expr, skip=_composite):
         if _composite(node):  # composite bodies are the pattern, not the program: kept as they are
@@ -267,6 +301,19 @@ def annotate_target(expr: Expr, targets: Sequence[str], include_non_call_ops: bo
         post = node.with_children(tuple(memo[k] for k in kids)) if kids else node
         memo[node] = ann.rewrite(node, post)
     return memo[expr]
+
+
+def _lazy_types(expr: Expr):
+    typed: list = []
+
+    def type_of(e: Expr):
+        if not typed:
+            from ..ty import infer_type
+
+            typed.append(infer_type(IRModule.from_expr(expr)))
+        return typed[0].type_of(e)
+
+    return type_of
 
 
 def _check_targets(targets) -> tuple[str, ...]:
@@ -288,7 +335,16 @@ def AnnotateTarget(targets, include_non_call_ops: bool = True):  # noqa: N802 - 
     names = _check_targets(targets)
 
     def run(func: Function, mod: IRModule, ctx: PassContext) -> Function:
-        return annotate_target(func, names, include_non_call_ops)
+        typed: list = []
+
+        def type_of(e: Expr):
+            if not typed:
+                from ..ty import infer_type
+
+                typed.append(infer_type(mod))
+            return typed[0].type_of(e)
+
+        return annotate_target(func, names, include_non_call_ops, type_of)
 
     func_pass = function_pass(run, opt_level=0, name="AnnotateTargetFunc")
     return Sequential([func_pass, InferType()], name="AnnotateTarget")
