@@ -248,3 +248,259 @@ def test_target_registry_errors(targets):
     T.register_target_op("test_err", "abs", broken)
     with pytest.raises(rg.RelayError, match="predicate for abs failed: ZeroDivisionError: boom"):
         T.AnnotateTarget("test_err")(parse("def @main(%x: Tensor[(2), float32]) { abs(%x) }"))
+
+
+# -- MergeCompilerRegions -------------------------------------------------------------------------
+DIAMOND = """
+def @main(%data: Tensor[(10, 10), float32]) {
+  %0 = annotation.compiler_begin(%data, compiler="test");
+  %1 = abs(%0);
+  %2 = annotation.compiler_end(%1, compiler="test");
+  %3 = annotation.compiler_begin(%2, compiler="test");
+  %4 = nn.relu(%3);
+  %5 = annotation.compiler_end(%4, compiler="test");
+  %6 = annotation.compiler_begin(%2, compiler="default");
+  %7 = tanh(%6);
+  %8 = annotation.compiler_end(%7, compiler="default");
+  %9 = annotation.compiler_begin(%5, compiler="test");
+  %10 = annotation.compiler_begin(%8, compiler="test");
+  %11 = add(%9, %10);
+  annotation.compiler_end(%11, compiler="test")
+}"""
+
+DIAMOND_MERGED = """
+def @main(%data: Tensor[(10, 10), float32]) {
+  %0 = annotation.compiler_begin(%data, compiler="test");
+  %1 = abs(%0);
+  %2 = nn.relu(%1);
+  %3 = annotation.compiler_end(%2, compiler="test");
+  %4 = annotation.compiler_end(%1, compiler="test");
+  %5 = annotation.compiler_begin(%4, compiler="default");
+  %6 = tanh(%5);
+  %7 = annotation.compiler_end(%6, compiler="default");
+  %8 = annotation.compiler_begin(%3, compiler="test");
+  %9 = annotation.compiler_begin(%7, compiler="test");
+  %10 = add(%8, %9);
+  annotation.compiler_end(%10, compiler="test")
+}"""
+
+
+def test_merge_compiler_regions_diamond_keeps_the_graph_acyclic():
+    # TVM's test_diamond_graph_fanouts: abs and relu merge, add stays apart (it waits on tanh)
+    got = T.MergeCompilerRegions()(parse(DIAMOND))
+    assert_same(got, DIAMOND_MERGED)
+    assert_same_value(parse(DIAMOND), got)
+
+
+RFC_EXAMPLE = """
+def @main(%in_1: Tensor[(10, 10), float32], %in_2: Tensor[(10, 10), float32],
+          %in_3: Tensor[(10, 10), float32], %in_4: Tensor[(10, 10), float32],
+          %in_5: Tensor[(10, 10), float32], %in_6: Tensor[(10, 10), float32],
+          %in_7: Tensor[(10, 10), float32], %in_8: Tensor[(10, 10), float32],
+          %in_9: Tensor[(10, 10), float32], %in_10: Tensor[(10, 10), float32]) {
+  %0 = annotation.compiler_begin(%in_1, compiler="test");
+  %1 = annotation.compiler_begin(%in_2, compiler="test");
+  %2 = add(%0, %1);
+  %3 = annotation.compiler_end(%2, compiler="test");
+  %4 = annotation.compiler_begin(%in_3, compiler="test");
+  %5 = annotation.compiler_begin(%in_4, compiler="test");
+  %6 = add(%4, %5);
+  %7 = annotation.compiler_end(%6, compiler="test");
+  %8 = annotation.compiler_begin(%3, compiler="test");
+  %9 = annotation.compiler_begin(%7, compiler="test");
+  %10 = add(%8, %9);
+  %11 = annotation.compiler_end(%10, compiler="test");
+  %12 = annotation.compiler_begin(%in_5, compiler="default");
+  %13 = annotation.compiler_begin(%in_6, compiler="default");
+  %14 = subtract(%12, %13);
+  %15 = annotation.compiler_begin(%in_7, compiler="default");
+  %16 = annotation.compiler_end(%14, compiler="default");
+  %17 = annotation.compiler_begin(%16, compiler="default");
+  %18 = subtract(%15, %17);
+  %19 = annotation.compiler_end(%18, compiler="default");
+  %20 = annotation.compiler_begin(%11, compiler="test");
+  %21 = annotation.compiler_begin(%19, compiler="test");
+  %22 = add(%20, %21);
+  %23 = annotation.compiler_end(%22, compiler="test");
+  %24 = annotation.compiler_begin(%in_8, compiler="default");
+  %25 = annotation.compiler_begin(%23, compiler="default");
+  %26 = subtract(%24, %25);
+  %27 = annotation.compiler_begin(%in_9, compiler="test");
+  %28 = annotation.compiler_begin(%23, compiler="test");
+  %29 = add(%27, %28);
+  %30 = annotation.compiler_end(%29, compiler="test");
+  %31 = annotation.compiler_end(%26, compiler="default");
+  %32 = annotation.compiler_begin(%31, compiler="test");
+  %33 = annotation.compiler_begin(%30, compiler="test");
+  %34 = add(%32, %33);
+  %35 = annotation.compiler_end(%34, compiler="test");
+  %36 = annotation.compiler_begin(%in_10, compiler="test");
+  %37 = annotation.compiler_begin(%35, compiler="test");
+  %38 = add(%36, %37);
+  annotation.compiler_end(%38, compiler="test")
+}"""
+
+
+def test_merge_compiler_regions_rfc_example():
+    # TVM's test_example_graph (the RFC's picture): merging stops where a default region
+    # sits between two test regions
+    got = T.MergeCompilerRegions()(parse(RFC_EXAMPLE))
+    assert_same(got, """
+def @main(%in_1: Tensor[(10, 10), float32], %in_2: Tensor[(10, 10), float32],
+          %in_3: Tensor[(10, 10), float32], %in_4: Tensor[(10, 10), float32],
+          %in_5: Tensor[(10, 10), float32], %in_6: Tensor[(10, 10), float32],
+          %in_7: Tensor[(10, 10), float32], %in_8: Tensor[(10, 10), float32],
+          %in_9: Tensor[(10, 10), float32], %in_10: Tensor[(10, 10), float32]) {
+  %0 = annotation.compiler_begin(%in_1, compiler="test");
+  %1 = annotation.compiler_begin(%in_2, compiler="test");
+  %2 = add(%0, %1);
+  %3 = annotation.compiler_begin(%in_3, compiler="test");
+  %4 = annotation.compiler_begin(%in_4, compiler="test");
+  %5 = add(%3, %4);
+  %6 = add(%2, %5);
+  %7 = annotation.compiler_begin(%in_5, compiler="default");
+  %8 = annotation.compiler_begin(%in_6, compiler="default");
+  %9 = subtract(%7, %8);
+  %10 = annotation.compiler_begin(%in_7, compiler="default");
+  %11 = subtract(%10, %9);
+  %12 = annotation.compiler_end(%11, compiler="default");
+  %13 = annotation.compiler_begin(%12, compiler="test");
+  %14 = add(%6, %13);
+  %15 = annotation.compiler_end(%14, compiler="test");
+  %16 = annotation.compiler_begin(%in_8, compiler="default");
+  %17 = annotation.compiler_begin(%15, compiler="default");
+  %18 = subtract(%16, %17);
+  %19 = annotation.compiler_end(%18, compiler="default");
+  %20 = annotation.compiler_begin(%19, compiler="test");
+  %21 = annotation.compiler_begin(%in_9, compiler="test");
+  %22 = add(%21, %14);
+  %23 = annotation.compiler_end(%22, compiler="test");
+  %24 = annotation.compiler_begin(%23, compiler="test");
+  %25 = add(%20, %24);
+  %26 = annotation.compiler_begin(%in_10, compiler="test");
+  %27 = add(%26, %25);
+  annotation.compiler_end(%27, compiler="test")
+}""")
+    assert_same_value(parse(RFC_EXAMPLE), got)
+
+
+def test_merge_compiler_regions_rejects_an_end_without_a_region():
+    src = """
+def @main(%x: Tensor[(2), float32]) {
+  %0 = abs(%x);
+  annotation.compiler_end(%0, compiler="test")
+}"""
+    with pytest.raises(rg.RelayError, match=r"compiler_end\(compiler='test'\) closes no region"):
+        T.MergeCompilerRegions()(parse(src))
+
+
+# -- PartitionGraph -------------------------------------------------------------------------------
+def test_partition_graph_mixed_single_and_multiple_outputs():
+    # TVM's test_mixed_single_multiple_outputs: region 0 has two outputs (a tuple and
+    # projections), region 1 one; the default tanh stays in main
+    src = parse(DIAMOND_MERGED)
+    got = T.PartitionGraph()(src)
+    assert_same(got, """
+def @main(%data: Tensor[(10, 10), float32]) {
+  %0 = @tvmgen_default_test_main_0(%data);
+  %1 = %0.1;
+  %2 = %0.0;
+  %3 = tanh(%1);
+  @tvmgen_default_test_main_1(%2, %3)
+}
+
+def @tvmgen_default_test_main_0(%test_0_i0: Tensor[(10, 10), float32], Compiler="test",
+    Inline=1, Primitive=1, global_symbol="tvmgen_default_test_main_0") {
+  %4 = abs(%test_0_i0);
+  %5 = nn.relu(%4);
+  (%5, %4)
+}
+
+def @tvmgen_default_test_main_1(%test_1_i0: Tensor[(10, 10), float32],
+    %test_1_i1: Tensor[(10, 10), float32], Compiler="test", Inline=1, Primitive=1,
+    global_symbol="tvmgen_default_test_main_1") {
+  add(%test_1_i0, %test_1_i1)
+}""")
+    assert_same_value(src, got)
+
+
+def test_partition_graph_multiple_outputs_of_batch_norm():
+    # TVM's test_multiple_outputs
+    src = parse("""
+def @main(%data: Tensor[(1, 3, 16, 16), float32], %weight: Tensor[(16, 3, 3, 3), float32],
+          %bn_gamma: Tensor[(16), float32], %bn_beta: Tensor[(16), float32],
+          %bn_mean: Tensor[(16), float32], %bn_var: Tensor[(16), float32]) {
+  %0 = annotation.compiler_begin(%data, compiler="test_target");
+  %1 = annotation.compiler_begin(%weight, compiler="test_target");
+  %2 = nn.conv2d(%0, %1, padding=[1, 1, 1, 1], channels=16, kernel_size=[3, 3]);
+  %3 = annotation.compiler_begin(%bn_gamma, compiler="test_target");
+  %4 = annotation.compiler_begin(%bn_beta, compiler="test_target");
+  %5 = annotation.compiler_begin(%bn_mean, compiler="test_target");
+  %6 = annotation.compiler_begin(%bn_var, compiler="test_target");
+  %7 = nn.batch_norm(%2, %3, %4, %5, %6);
+  %8 = %7.0;
+  %9 = nn.relu(%8);
+  %10 = annotation.compiler_end(%9, compiler="test_target");
+  %11 = %7.1;
+  %12 = annotation.compiler_end(%11, compiler="test_target");
+  %13 = %7.2;
+  %14 = annotation.compiler_end(%13, compiler="test_target");
+  %15 = abs(%12);
+  %16 = abs(%14);
+  (%10, %15, %16)
+}""")
+    got = T.PartitionGraph()(src)
+    assert_same(got, """
+def @main(%data: Tensor[(1, 3, 16, 16), float32], %weight: Tensor[(16, 3, 3, 3), float32],
+          %bn_gamma: Tensor[(16), float32], %bn_beta: Tensor[(16), float32],
+          %bn_mean: Tensor[(16), float32], %bn_var: Tensor[(16), float32]) {
+  %0 = @tvmgen_default_test_target_main_0(%data, %weight, %bn_gamma, %bn_beta, %bn_mean, %bn_var);
+  %1 = %0.0;
+  %2 = %0.1;
+  %3 = %0.2;
+  %4 = abs(%2);
+  %5 = abs(%3);
+  (%1, %4, %5)
+}
+
+def @tvmgen_default_test_target_main_0(%test_target_0_i0: Tensor[(1, 3, 16, 16), float32],
+    %test_target_0_i1: Tensor[(16, 3, 3, 3), float32], %test_target_0_i2: Tensor[(16), float32],
+    %test_target_0_i3: Tensor[(16), float32], %test_target_0_i4: Tensor[(16), float32],
+    %test_target_0_i5: Tensor[(16), float32], Compiler="test_target", Inline=1, Primitive=1,
+    global_symbol="tvmgen_default_test_target_main_0") {
+  %6 = nn.conv2d(%test_target_0_i0, %test_target_0_i1, padding=[1, 1, 1, 1], channels=16,
+                 kernel_size=[3, 3]);
+  %7 = nn.batch_norm(%6, %test_target_0_i2, %test_target_0_i3, %test_target_0_i4,
+                     %test_target_0_i5);
+  %8 = %7.0;
+  %9 = nn.relu(%8);
+  %10 = %7.1;
+  %11 = %7.2;
+  (%9, %10, %11)
+}""")
+    args = _random_args(src, 1)
+    args[5] = np.abs(args[5])  # a variance
+    want, got_v = rg.evaluate(src, *args), rg.evaluate(got, *args)
+    for w, g in zip(want, got_v, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_partition_graph_binds_constants_and_sanitizes_names():
+    # TVM's test_constant_propagation, with a target name that needs TVM's SanitizeName
+    ones = rg.const(np.ones((8, 8), "float32"))
+    y = Var("y", TensorType((8, 8)))
+    body = Call(Op("exp"), (compiler_end(compiler_begin(ones, "c-compiler+") + compiler_begin(
+        y, "c-compiler+"), "c-compiler+"),))
+    src = rg.IRModule.from_expr(Function([y], body))
+    got = T.PartitionGraph(mod_name="mymod")(src)
+    name = "tvmgen_mymod_c_compiler__main_0"
+    gv = got.get_global_var(name)
+    region = got[gv]
+    assert dict(region.attrs.items) == {"Compiler": "c-compiler+", "Inline": 1, "Primitive": 1,
+                                        "global_symbol": name}
+    assert [p.name_hint for p in region.params] == ["c-compiler+_0_i1"]
+    assert region.body.args[0] is ones  # the constant is bound into the region
+    assert rg.astext(got["main"].body).count(f"@{name}(%y)") == 1
+    assert_same_value(src, got)
+    unbound = T.PartitionGraph(bind_constants=False)(src)
+    assert len(unbound[unbound.get_global_var("tvmgen_default_c_compiler__main_0")].params) == 2
