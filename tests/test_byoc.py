@@ -504,3 +504,82 @@ def test_partition_graph_binds_constants_and_sanitizes_names():
     assert_same_value(src, got)
     unbound = T.PartitionGraph(bind_constants=False)(src)
     assert len(unbound[unbound.get_global_var("tvmgen_default_c_compiler__main_0")].params) == 2
+
+
+# -- MergeComposite -------------------------------------------------------------------------------
+def conv_bias_relu_pattern():
+    from relaygraph.dataflow_pattern import is_op, wildcard
+
+    conv = is_op("nn.conv2d")(wildcard(), wildcard())
+    return is_op("nn.relu")(is_op("nn.bias_add")(conv, wildcard()))
+
+
+def add_relu_pattern():
+    from relaygraph.dataflow_pattern import is_op, wildcard
+
+    return is_op("nn.relu")(is_op("add")(wildcard(), wildcard()))
+
+
+MULTIPLE_PATTERNS = """
+def @main(%data: Tensor[(1, 8, 6, 6), float32], %kernel: Tensor[(4, 8, 1, 1), float32],
+          %bias: Tensor[(4), float32], %a: Tensor[(1, 4, 6, 6), float32],
+          %b: Tensor[(1, 4, 6, 6), float32]) {
+  %0 = nn.conv2d(%data, %kernel, padding=[0, 0, 0, 0], kernel_size=[1, 1]);
+  %1 = nn.bias_add(%0, %bias);
+  %2 = nn.relu(%1);
+  %3 = add(%2, %a);
+  %4 = nn.relu(%3);
+  multiply(%4, %b)
+}"""
+
+
+def test_merge_composite_conv2d_bias_relu_and_add_relu():
+    # TVM's test_multiple_patterns (smaller shapes)
+    table = [("conv2d_bias_relu", conv_bias_relu_pattern()), ("add_relu", add_relu_pattern())]
+    src = parse(MULTIPLE_PATTERNS)
+    got = T.MergeComposite(table)(src)
+    assert_same(got, """
+def @main(%data: Tensor[(1, 8, 6, 6), float32], %kernel: Tensor[(4, 8, 1, 1), float32],
+          %bias: Tensor[(4), float32], %a: Tensor[(1, 4, 6, 6), float32],
+          %b: Tensor[(1, 4, 6, 6), float32]) {
+  %2 = fn (%FunctionVar_0_0, %FunctionVar_0_1, %FunctionVar_0_2, Composite="conv2d_bias_relu",
+           PartitionedFromPattern="nn.conv2d_nn.bias_add_nn.relu_") {
+    %0 = nn.conv2d(%FunctionVar_0_0, %FunctionVar_0_1, padding=[0, 0, 0, 0], kernel_size=[1, 1]);
+    %1 = nn.bias_add(%0, %FunctionVar_0_2);
+    nn.relu(%1)
+  };
+  %3 = %2(%data, %kernel, %bias);
+  %5 = fn (%FunctionVar_0_01, %FunctionVar_0_11, Composite="add_relu",
+           PartitionedFromPattern="add_nn.relu_") {
+    %4 = add(%FunctionVar_0_01, %FunctionVar_0_11);
+    nn.relu(%4)
+  };
+  %6 = %5(%3, %a);
+  multiply(%6, %b)
+}""")
+    assert_same_value(src, got)
+
+
+def test_merge_composite_check_vetoes_a_match():
+    src = parse("""
+def @main(%x: Tensor[(1, 10, 10, 10), float32], %w: Tensor[(10, 10, 3, 3), float32],
+          %b: Tensor[(10), float32]) {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, %b);
+  nn.relu(%1)
+}""")
+
+    def layout_is(layout):
+        return lambda extract: extract.args[0].args[0].attrs.get("data_layout", "NCHW") == layout
+
+    vetoed = T.MergeComposite([("conv_bias_relu", conv_bias_relu_pattern(), layout_is("NHWC"))])
+    assert rg.alpha_equal(vetoed(src), rg.infer_type(src))
+    merged = T.MergeComposite([("conv_bias_relu", conv_bias_relu_pattern(), layout_is("NCHW"))])(src)
+    assert rg.astext(merged).count('Composite="conv_bias_relu"') == 1
+
+
+def test_merge_composite_rejects_a_bad_table():
+    with pytest.raises(rg.RelayError, match=r"pattern_table\[0\] must be \(name, pattern\)"):
+        T.MergeComposite([("only-a-name",)])
+    with pytest.raises(rg.RelayError, match="pattern 'p' is a Call, not a dataflow pattern"):
+        T.MergeComposite([("p", Call(Op("abs"), (Var("x"),)))])

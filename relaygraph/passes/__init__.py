@@ -40,6 +40,7 @@ from .inline import DefuseOps, Inline, RemoveUnusedFunctions, defuse_ops
 from .instruments import PassPrintingInstrument, PassTimingInstrument
 from .lambda_lift import LambdaLift
 from .merge_compiler_regions import MergeCompilerRegions, merge_compiler_regions
+from .merge_composite import MergeComposite, merge_composite
 from .partition_graph import PartitionGraph, partition_graph
 from .pipeline import parse_pipeline
 from .simplify_expr import SimplifyExpr, simplify_expr
@@ -64,8 +65,8 @@ register_pass("MergeCompilerRegions", MergeCompilerRegions)
 register_pass("PartitionGraph", PartitionGraph, **{"mod-name": "default", "bind-constants": True})
 
 __all__ = [
-    "AnnotateTarget", "MergeCompilerRegions", "PartitionGraph", "annotate_target",
-    "merge_compiler_regions", "partition_graph", "register_target_op", "target_ops",
+    "AnnotateTarget", "MergeComposite", "MergeCompilerRegions", "PartitionGraph", "annotate_target",
+    "merge_composite", "merge_compiler_regions", "partition_graph", "register_target_op", "target_ops",
     "unregister_target_op",
     "FoldConstant", "SimplifyExpr", "SimplifyInference", "fold_constant", "simplify_expr",
     "simplify_inference",
