@@ -583,3 +583,57 @@ def test_merge_composite_rejects_a_bad_table():
         T.MergeComposite([("only-a-name",)])
     with pytest.raises(rg.RelayError, match="pattern 'p' is a Call, not a dataflow pattern"):
         T.MergeComposite([("p", Call(Op("abs"), (Var("x"),)))])
+
+
+# -- the whole chain ------------------------------------------------------------------------------
+def test_byoc_chain_on_resnet18_evaluates_equal(targets):
+    from relaygraph.dataflow_pattern import is_op, is_tuple_get_item, wildcard
+
+    mod, params = rg.zoo.resnet(18, small=True)
+    bn = is_op("nn.batch_norm")(wildcard(), wildcard(), wildcard(), wildcard(), wildcard())
+    table = [("byoc.bn_relu", is_op("nn.relu")(is_tuple_get_item(bn, 0))),
+             ("byoc.conv2d", is_op("nn.conv2d")(wildcard(), wildcard()))]
+    targets("byoc", "add")  # max_pool2d, the first batch_norm and the head stay on the host
+    chain = T.Sequential([T.MergeComposite(table), T.AnnotateTarget("byoc"),
+                          T.MergeCompilerRegions(), T.PartitionGraph()])
+    out = chain(mod)
+    regions = [gv for gv, f in out if f.attrs.get("Compiler") == "byoc"]
+    # the stem (conv0 and its bn+relu) and the trunk (every unit up to the last bn+relu),
+    # split by the max_pool2d between them
+    assert [gv.name_hint for gv in regions] == ["tvmgen_default_byoc_main_0",
+                                                "tvmgen_default_byoc_main_6"]
+    text = rg.astext(out)
+    assert "annotation.compiler" not in text
+    source_ops = [n.op.name for n in rg.ir.traversal.post_order(mod["main"])
+                  if isinstance(n, Call) and isinstance(n.op, Op)]
+    assert text.count('Composite="byoc.conv2d"') == source_ops.count("nn.conv2d")
+    assert text.count('Composite="byoc.bn_relu"') == source_ops.count("nn.relu")
+    assert rg.astext(out["main"]).count("@tvmgen_default_byoc_main_") == 2
+    main_ops = {n.op.name for n in rg.ir.traversal.post_order(out["main"])
+                if isinstance(n, Call) and isinstance(n.op, Op)}
+    assert main_ops == {"nn.batch_norm", "nn.max_pool2d", "nn.global_avg_pool2d",
+                        "nn.batch_flatten", "nn.dense", "nn.bias_add", "nn.softmax"}
+    inputs = rg.zoo.example_inputs(mod, params)
+    args = [inputs[p.name_hint] if p.name_hint in inputs else params[p.name_hint]
+            for p in mod["main"].params]
+    want = rg.evaluate(mod, *args)
+    # calls of global functions run on the interpreter, Compiler functions as ordinary Relay
+    got = rg.evaluate(out, *args, executor=False)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("depth", [10_000, pytest.param(100_000, marks=pytest.mark.slow)])
+def test_byoc_passes_on_a_deep_chain(targets, depth):
+    # far deeper than Python's recursion limit: every pass walks iteratively
+    targets("deep", "nn.relu")
+    x = Var("x", TensorType((4,)))
+    e = x
+    for i in range(depth):
+        e = Call(Op("nn.relu" if i % (depth // 2) else "tanh"), (e,))
+    mod = rg.IRModule.from_expr(Function([x], e))
+    out = T.PartitionGraph()(T.MergeCompilerRegions()(T.AnnotateTarget("deep")(mod)))
+    names = sorted(gv.name_hint for gv, _ in out)
+    assert names == ["main", "tvmgen_default_deep_main_0", "tvmgen_default_deep_main_1"]
+    arg = np.array([-1.0, 0.5, 2.0, -3.0], "float32")
+    np.testing.assert_allclose(rg.evaluate(out, arg, executor=False),
+                               np.maximum(np.tanh(np.maximum(np.tanh(arg), 0)), 0), rtol=1e-6)

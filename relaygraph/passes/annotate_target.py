@@ -258,7 +258,7 @@ class _Annotator:
         if isinstance(post, Tuple):
             return self.tuple_(post)
         if isinstance(post, TupleGetItem):
-            return self.unary(post, "tuple", lambda t: TupleGetItem(t, post.index))
+            return self.unary(post, "tuple_value", lambda t: TupleGetItem(t, post.index))
         if isinstance(post, Function):
             return post.replace(body=self.end_and_propagate(post.body))
         if isinstance(post, Let):

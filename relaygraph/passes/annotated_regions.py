@@ -25,13 +25,12 @@ Use = tuple  # (consumer node, index in consumer.children())
 
 @dataclass(eq=False)
 class Region:
-    """One region: its id, target, inputs (begin uses) and outputs (end nodes)."""
+    """One region: its id, target and inputs (begin uses); RegionSet.outputs gives its ends."""
 
     id: int
     target: str
     func_name: str
     ins: list = field(default_factory=list)    # [(use, begin node)]
-    outs: list = field(default_factory=list)   # [end node]
     parent: Region | None = None                # set when merged into another region
 
     @property
@@ -86,6 +85,8 @@ class RegionSet:
         self.regions: list[Region] = []
         self._of_node: dict[Node, Region] = {}
         self._of_use: dict[tuple, Region] = {}
+        self._ends: list = []  # every end node, in post-order
+        self._outs: dict | None = None
         for event in walk_uses(root):
             if event[0] == "use":
                 _, consumer, index, begin = event
@@ -115,6 +116,14 @@ class RegionSet:
         """The region of the begin used as child ``index`` of ``consumer``, or None."""
         return self._find(self._of_use.get((consumer, index)))
 
+    def outputs(self, region: Region) -> list:
+        """The end nodes closing ``region`` (after merges: all of its parts), in post-order."""
+        if self._outs is None:
+            self._outs = {}
+            for end in self._ends:
+                self._outs.setdefault(self.of_node(end), []).append(end)
+        return self._outs.get(self._find(region), [])
+
     def live(self) -> list[Region]:
         """The regions left after merges, in creation order."""
         return [r for r in self.regions if r.parent is None]
@@ -143,7 +152,7 @@ class RegionSet:
                 raise RelayError(f"compiler_end(compiler={compiler_of(node)!r}) closes a region "
                                  f"of target {region.target!r}")
             self._of_node[node] = region
-            region.outs.append(node)
+            self._ends.append(node)
             return
         region = None
         for i in region_children(node):
@@ -161,12 +170,15 @@ class RegionSet:
             self._of_node[node] = region
 
     def merge(self, src: Region, dest: Region) -> None:
-        """Move ``src`` into ``dest`` (TVM's MergeRegions): inputs fed by ``src`` disappear."""
+        """Move ``src`` into ``dest`` (TVM's MergeRegions): inputs fed by ``src`` disappear.
+
+        Outputs are not kept per region here (they are found from the end nodes when asked), so
+        merging a long run of regions stays linear."""
         src, dest = self._find(src), self._find(dest)
         if src is dest:
             return
         src.parent = dest
+        self._outs = None
         dest.ins.extend(src.ins)
-        dest.outs.extend(o for o in src.outs if o not in dest.outs)
         dest.ins = [(u, b) for u, b in dest.ins if self.of_node(b.args[0]) is not dest]
-        src.ins, src.outs = [], []
+        src.ins = []

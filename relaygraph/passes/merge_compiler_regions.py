@@ -24,6 +24,13 @@ __all__ = ["MergeCompilerRegions", "merge_compiler_regions"]
 def _merge_regions(regions: RegionSet, root: Expr) -> None:
     merged: set[int] = set()
     restrictions: dict[int, set[int]] = {}
+    restricted_by: dict[int, set[int]] = {}  # region id -> the regions restricted by it
+
+    def restrict(region_id: int, ids) -> None:
+        restrictions.setdefault(region_id, set()).update(ids)
+        for i in ids:
+            restricted_by.setdefault(i, set()).add(region_id)
+
     for node in iter_post_order(root):
         if not is_annotation(node, END):
             continue
@@ -35,20 +42,20 @@ def _merge_regions(regions: RegionSet, root: Expr) -> None:
             parent = regions.of_node(begin.args[0])
             if parent is not None and parent not in parents:
                 parents.append(parent)
+        for parent in parents:
+            restrict(region.id, restrictions.get(parent.id, ()))
         mine = restrictions.setdefault(region.id, set())
         for parent in parents:
-            mine |= restrictions.get(parent.id, set())
-        for parent in parents:
             if parent.target != region.target:
-                mine.add(parent.id)
+                restrict(region.id, (parent.id,))
                 continue
             if parent.id in mine:
                 continue
             regions.merge(parent, region)
-            for other in restrictions.values():
-                if parent.id in other:
-                    other.discard(parent.id)
-                    other.add(region.id)
+            # whoever was restricted by the parent is now restricted by the merged region
+            for other in restricted_by.pop(parent.id, ()):
+                restrictions[other].discard(parent.id)
+                restrict(other, (region.id,))
         merged.add(region.id)
 
 

@@ -86,10 +86,15 @@ class _Partitioner:
         self.regions = RegionSet(func.body, self.func_name)
         self.memo: dict = {}
 
+        out_args: dict[Region, tuple] = {}
+
         def kids(node):
             if is_annotation(node, END):  # every output of a region is ready before its call
                 region = self.regions.of_node(node)
-                return (node.args[0], *(o.args[0] for o in region.outs))
+                if region not in out_args:
+                    outs = dict.fromkeys(o.args[0] for o in self.regions.outputs(region))
+                    out_args[region] = tuple(outs)
+                return (node.args[0], *out_args[region])
             return node.children()
 
         try:
@@ -133,7 +138,7 @@ class _Partitioner:
     def create(self, region: Region, end: Call) -> None:
         fields: list[Expr] = []
         order: dict[Expr, int] = {}
-        for out in region.outs:
+        for out in self.regions.outputs(region):
             if out.args[0] not in order:
                 order[out.args[0]] = len(fields)
                 fields.append(self.memo[out.args[0]])
