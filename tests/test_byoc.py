@@ -637,3 +637,43 @@ def test_byoc_passes_on_a_deep_chain(targets, depth):
     arg = np.array([-1.0, 0.5, 2.0, -3.0], "float32")
     np.testing.assert_allclose(rg.evaluate(out, arg, executor=False),
                                np.maximum(np.tanh(np.maximum(np.tanh(arg), 0)), 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("non_call", [False, True])
+def test_annotate_target_ends_with_a_tuple_get_item(targets, non_call):
+    # TVM's test_ends_with_tuple (with the projection)
+    targets("clip", "clip")
+    src = parse("""
+def @main(%a: Tensor[(1, 16, 16, 4), uint8]) {
+  %0 = clip(%a, a_min=0f, a_max=255f);
+  %1 = clip(%0, a_min=0f, a_max=15f);
+  %2 = clip(%0, a_min=16f, a_max=31f);
+  %3 = (%2, %1);
+  %3.1
+}""")
+    got = T.AnnotateTarget("clip", non_call)(src)
+    if non_call:
+        tail = """
+  %6 = annotation.compiler_begin(%5, compiler="clip");
+  %9 = annotation.compiler_begin(%8, compiler="clip");
+  %10 = (%9, %6);
+  %11 = annotation.compiler_end(%10, compiler="clip");
+  %12 = annotation.compiler_begin(%11, compiler="clip");
+  %13 = %12.1;
+  annotation.compiler_end(%13, compiler="clip")"""
+    else:
+        tail = """
+  %10 = (%8, %5);
+  %10.1"""
+    assert_same(got, """
+def @main(%a: Tensor[(1, 16, 16, 4), uint8]) {
+  %0 = annotation.compiler_begin(%a, compiler="clip");
+  %1 = clip(%0, a_min=0f, a_max=255f);
+  %2 = annotation.compiler_end(%1, compiler="clip");
+  %3 = annotation.compiler_begin(%2, compiler="clip");
+  %4 = clip(%3, a_min=0f, a_max=15f);
+  %5 = annotation.compiler_end(%4, compiler="clip");
+  %7 = clip(%3, a_min=16f, a_max=31f);
+  %8 = annotation.compiler_end(%7, compiler="clip");""" + tail + "\n}")
+    out = T.PartitionGraph()(T.MergeCompilerRegions()(got))
+    assert_same_value(src, out)
