@@ -6,7 +6,7 @@ Every operator is a function here, named as in Relay: ``relaygraph.ops.add(a, b)
 
 import sys as _sys
 
-from . import conv, creation, elemwise, fused_ops, join, linear, norm, pool, reduce, transform  # noqa: F401
+from . import annotation, conv, creation, elemwise, fused_ops, join, linear, norm, pool, reduce, transform  # noqa: F401
 from .builders import install as _install
 from .builders import make_call
 from .domains import draw, random_inputs

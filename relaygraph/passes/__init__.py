@@ -7,6 +7,13 @@ and run with ``parse_pipeline(text)``.
 from __future__ import annotations
 
 from .anf import ToANormalForm, ToBasicBlockNormalForm, to_a_normal_form, to_basic_block_normal_form
+from .annotate_target import (
+    AnnotateTarget,
+    annotate_target,
+    register_target_op,
+    target_ops,
+    unregister_target_op,
+)
 from .cse import EliminateCommonSubexpr, eliminate_common_subexpr
 from .dce import DeadCodeElimination, dead_code_elimination
 from .fold_constant import FoldConstant, fold_constant
@@ -32,6 +39,9 @@ from .infra import (
 from .inline import DefuseOps, Inline, RemoveUnusedFunctions, defuse_ops
 from .instruments import PassPrintingInstrument, PassTimingInstrument
 from .lambda_lift import LambdaLift
+from .merge_compiler_regions import MergeCompilerRegions, merge_compiler_regions
+from .merge_composite import MergeComposite, merge_composite
+from .partition_graph import PartitionGraph, partition_graph
 from .pipeline import parse_pipeline
 from .simplify_expr import SimplifyExpr, simplify_expr
 from .simplify_inference import SimplifyInference, simplify_inference
@@ -50,8 +60,14 @@ register_pass("FuseOps", FuseOps, **{"fuse-opt-level": -1})
 register_pass("FoldConstant", FoldConstant)
 register_pass("SimplifyExpr", SimplifyExpr)
 register_pass("SimplifyInference", SimplifyInference)
+register_pass("AnnotateTarget", AnnotateTarget, **{"targets": (), "include-non-call-ops": True})
+register_pass("MergeCompilerRegions", MergeCompilerRegions)
+register_pass("PartitionGraph", PartitionGraph, **{"mod-name": "default", "bind-constants": True})
 
 __all__ = [
+    "AnnotateTarget", "MergeComposite", "MergeCompilerRegions", "PartitionGraph", "annotate_target",
+    "merge_composite", "merge_compiler_regions", "partition_graph", "register_target_op", "target_ops",
+    "unregister_target_op",
     "FoldConstant", "SimplifyExpr", "SimplifyInference", "fold_constant", "simplify_expr",
     "simplify_inference",
     "DeadCodeElimination", "DefuseOps", "EliminateCommonSubexpr", "FunctionPass", "FuseOps",
