@@ -421,6 +421,7 @@ def @tvmgen_default_test_main_1(%test_1_i0: Tensor[(10, 10), float32],
     global_symbol="tvmgen_default_test_main_1") {
   add(%test_1_i0, %test_1_i1)
 }""")
+    assert rg.alpha_equal(rg.parse(rg.astext(got)), got)  # the partitioned module reads back
     assert_same_value(src, got)
 
 
