@@ -20,10 +20,11 @@ FuseOps makes them, so any Relay reader can load the program.
 from __future__ import annotations
 
 from ..errors import RelayError
-from ..ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple, TupleGetItem, Var
+from ..ir.expr import Call, Expr, Function, If, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.traversal import ExprMutator
 from ..ops import fused_ops
-from ..ops.registry import PatternKind, lookup
+from ..ops.registry import lookup
+from ..passes.fuse_ops import constant_fuses_into, per_use_constant
 from .batches import GraphState, RelayTables
 from .encoding import OP_PREFIX, parse_attr_key
 from .signatures import Snapshot
@@ -161,11 +162,6 @@ def primitive_functions(func: Function, types) -> Function:
     return _Expand(types).visit(func)
 
 
-_SIMPLE_SCALARS = {"int32", "int64", "float32", "float64", "bool"}
-_INLINE_INTO = (PatternKind.ELEMWISE, PatternKind.BROADCAST, PatternKind.INJECTIVE,
-                PatternKind.COMM_REDUCE)
-
-
 class _Expand(ExprMutator):
     def __init__(self, types) -> None:
         super().__init__()
@@ -198,13 +194,13 @@ class _Expand(ExprMutator):
 
 
 def _inlined(name: str, index: int, arg: Expr) -> bool:
-    """A scalar constant whose every reader in the group is elementwise to injective or a
-    reduction: TVM's FuseOps puts such a constant inside the group, not among its parameters."""
-    if type(arg) is not Constant or arg.shape != () or arg.dtype not in _SIMPLE_SCALARS:
+    """A scalar constant that FuseOps would put inside the group (by its rule for each reader of
+    the constant among the group's parts), not among its parameters."""
+    if not per_use_constant(arg):
         return False
     readers = [p.op for p in fused_ops.definition(name).parts
                if any(type(r) is fused_ops.Arg and r.index == index for r in p.inputs)]
-    return all(lookup(op).pattern in _INLINE_INTO for op in readers)
+    return all(constant_fuses_into(op) for op in readers)
 
 
 def _checked(expr: Expr, types):

@@ -99,7 +99,7 @@ class _Graph:
                     stack.append((child, False))
 
     def update(self, expr: Expr, parent: _GNode | None, pattern: PatternKind) -> None:
-        if _per_use_constant(expr):
+        if per_use_constant(expr):
             return
         node = self.map.get(expr)
         if node is None:
@@ -174,7 +174,7 @@ class _Graph:
 
     def finish(self, e: Expr) -> None:
         """Give ``e`` its place in post-DFS order (functions and ops have none, as in TVM)."""
-        if _per_use_constant(e):
+        if per_use_constant(e):
             return  # handled per use by the mutator, like TVM's one constant node per use
         if isinstance(e, (Function, Op)) or not isinstance(e, (Var, Constant, Call, Tuple,
                                                                TupleGetItem, Let, If, Match,
@@ -187,16 +187,17 @@ class _Graph:
         # Non-scalar constants are opaque: never fused, passed to groups as parameters.
 
 
-def _per_use_constant(e: Expr) -> bool:
+def per_use_constant(e: Expr) -> bool:
     """Scalar constants of simple dtypes: TVM has one node per use and fuses each into its
     consumer; interning shares them, so they are kept out of the graph and decided per use."""
     return isinstance(e, Constant) and e.shape == () and e.dtype in _SIMPLE_CONST
 
 
-def _inline_constant_into(consumer: Call, arg: Expr) -> bool:
+def constant_fuses_into(op_name: str) -> bool:
+    """Whether a per-use scalar constant read by ``op_name`` goes inside its fused group."""
     # TVM fuses an elementwise node into its only consumer when the edge pattern is at most
     # injective or a reduction (a conv2d/dense argument or an opaque op keeps it a parameter).
-    opdef = lookup(consumer.op.name)
+    opdef = lookup(op_name)
     pattern = PatternKind(opdef.pattern) if opdef is not None else OPAQUE
     return pattern <= INJECTIVE or pattern == COMM_REDUCE
 
@@ -385,8 +386,8 @@ class _FuseMutator(ExprMutator):
         out = []
         for orig, new in zip(originals, news, strict=True):
             if self._group(orig) is group or (
-                    isinstance(consumer, Call) and _per_use_constant(orig)
-                    and _inline_constant_into(consumer, orig)):
+                    isinstance(consumer, Call) and per_use_constant(orig)
+                    and constant_fuses_into(consumer.op.name)):
                 out.append(new)
                 continue
             slots = self.params.setdefault(group, [])
