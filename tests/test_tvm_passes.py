@@ -299,3 +299,17 @@ def test_named_pipeline_errors():
         named_pipeline("tvm-o9")
     with pytest.raises(PassError, match="min_num_branches"):
         get_pass("CombineParallelConv2D", min_num_branches=0)
+
+
+def test_compare_pipeline_reports_three_programs_with_their_changes():
+    from relaygraph.egraph.compare import compare_pipeline
+
+    mod, params = rg.zoo.get("resnet-18", small=True)
+    res = rg.optimize(bind_params(mod, params), time_limit=30, node_limit=2000, iter_limit=2, progress=False)
+    cmp = compare_pipeline(res, runs=1, budget=0.0)
+    assert [r["label"] for r in cmp.rows] == ["original", "tvm-o3 pipeline", "e-graph"]
+    piped = cmp.row("tvm-o3 pipeline")
+    assert piped["changed"]["nn.batch_norm"] == -ops_of(rg.infer_type(mod)).count("nn.batch_norm")
+    assert all(r["measured"] > 0 and r["predicted"] > 0 for r in cmp.rows)
+    text = cmp.table()
+    assert "ops changed by tvm-o3 pipeline: " in text and "nn.batch_norm -" in text
