@@ -247,3 +247,21 @@ defop("broadcast_to", 1, {"shape": REQUIRED, "dtype": ""}, _broadcast_to_rel,
       lambda args, a: np.broadcast_to(args[0], tuple(a["shape"])).copy(), PatternKind.BROADCAST,
       input_names=("data",), normalize=lambda v: _int_tuple(v, "shape"),
       examples=(([_t((3, 1))], {"shape": (2, 3, 4)}), ([_t(())], {"shape": (5,)})))
+
+
+# -- repeat ----------------------------------------------------------------------------------------
+def _repeat_rel(args, a):
+    x = tensor_arg(args[0], 0)
+    n = a["repeats"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ShapeError(f"repeats must be an int >= 1, got {n!r}")
+    axis = norm_axis(a["axis"], x.ndim)
+    shape = list(x.shape)
+    shape[axis] = AnyDim if shape[axis] is AnyDim else dim_mul(shape[axis], n)
+    return TensorType(tuple(shape), x.dtype)
+
+
+defop("repeat", 1, {"repeats": REQUIRED, "axis": REQUIRED}, _repeat_rel,
+      lambda args, a: np.repeat(args[0], a["repeats"], axis=norm_axis(a["axis"], args[0].ndim)),
+      PatternKind.BROADCAST, input_names=("data",),
+      examples=(([_t((2, 3))], {"repeats": 2, "axis": 1}), ([_t((2, 1))], {"repeats": 4, "axis": -1})))

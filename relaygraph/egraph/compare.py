@@ -1,0 +1,90 @@
+"""The original program, TVM's pass pipeline and the e-graph's result, side by side.
+
+``compare_pipeline(result)`` takes what ``rg.optimize`` returned, runs a named pass pipeline
+(``tvm-o3``: TVM's opt_level-3 build sequence, see ``relaygraph.passes.pipeline``) on the same
+original program, and reports for each of the three programs the time the cost model predicts,
+the time measured on the numpy executor (runs alternated, medians), and the ops that changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.dag_export import program_stats
+from ..ir.module import IRModule
+
+__all__ = ["PipelineComparison", "compare_pipeline"]
+
+
+@dataclass
+class PipelineComparison:
+    """Predicted and measured times of the original, the pipeline's and the e-graph's programs."""
+
+    pipeline: str
+    cost_model: str
+    rows: list[dict] = field(default_factory=list)  # label, predicted, measured, ops, changed
+
+    def row(self, label: str) -> dict:
+        return next(r for r in self.rows if r["label"] == label)
+
+    def table(self) -> str:
+        """The table the command line prints."""
+        base = self.rows[0]
+        model = f"({self.cost_model})"
+        lines = [f"{'program':<22} {'predicted':>12} {'measured':>12} {'speedup':>9} {'predicted':>10}",
+                 f"{'':<22} {model:>12} {'(numpy)':>12} {'measured':>9} {'speedup':>10}"]
+        for r in self.rows:
+            measured = base["measured"] / r["measured"] if r["measured"] else float("nan")
+            predicted = base["predicted"] / r["predicted"] if r["predicted"] else float("nan")
+            lines.append(f"{r['label']:<22} {_fmt(r['predicted']):>12} {r['measured'] * 1e3:>9.2f} ms "
+                         f"{measured:>8.2f}x {predicted:>9.2f}x")
+        for r in self.rows[1:]:
+            lines.append(f"ops changed by {r['label']}: {_changes(r['changed']) or 'none'}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"pipeline": self.pipeline, "cost_model": self.cost_model, "rows": self.rows}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _changes(changed: dict[str, int]) -> str:
+    return ", ".join(f"{op} {d:+d}" for op, d in sorted(changed.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
+
+
+def _ops(mod: IRModule) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for _, func in mod:
+        for op, n in program_stats(func)["ops"].items():
+            total[op] = total.get(op, 0) + n
+    return total
+
+
+def _diff(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    out = {op: after.get(op, 0) - before.get(op, 0) for op in set(before) | set(after)}
+    return {op: d for op, d in out.items() if d}
+
+
+def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: float = 2.0,
+                     seed: int = 0, progress=False) -> PipelineComparison:
+    """Original vs ``pipeline`` vs the e-graph's program of an ``rg.optimize`` result."""
+    from ..eval.inputs import random_inputs
+    from ..passes import named_pipeline
+    from ..ty import infer_type
+    from .optimize import _program_cost, median_times
+
+    original = infer_type(result.original)
+    piped = named_pipeline(pipeline)(original)
+    optimized = infer_type(result.module)
+    programs = [("original", original), (f"{pipeline} pipeline", piped), ("e-graph", optimized)]
+    inputs = random_inputs(original, seed=seed)
+    times, _ = median_times([m for _, m in programs], inputs, runs, budget, progress=progress)
+    base_ops = _ops(original)
+    out = PipelineComparison(pipeline, result.cost_model)
+    for (label, mod), seconds in zip(programs, times, strict=True):
+        ops = _ops(mod)
+        out.rows.append({"label": label, "predicted": _program_cost(mod, "main", result.cost_model),
+                         "measured": seconds, "ops": ops, "changed": _diff(base_ops, ops)})
+    return out
