@@ -89,3 +89,65 @@ def test_zoo_models_saturate_and_evaluate_equal(name):
 @pytest.mark.parametrize("name", sorted(rg.zoo.MODELS))
 def test_every_zoo_model_saturates_under_the_node_limit(name):
     _check_zoo_model(name, isolate=True)
+
+
+# -- the worker's process and final state ---------------------------------------------------------
+from relaygraph.egraph import worker as worker_mod  # noqa: E402
+
+
+def _idle_pids() -> list[int]:
+    return [w.proc.pid for w in worker_mod._IDLE]
+
+
+def test_the_final_serialization_is_made_when_first_used_and_equals_the_in_process_one():
+    fn = _sum_chain(8)
+    here = RelayEGraph(fn)
+    saturate(here, ASSOC, isolate=False, progress=False)
+    eg = RelayEGraph(fn)
+    saturate(eg, ASSOC, time_limit=60, progress=False)
+    assert eg._final is not None and eg._document is None  # saturation ended without serializing
+    doc = eg.document()
+    assert eg._final is None
+    assert len(doc["nodes"]) == len(here.document()["nodes"])
+    ops = lambda d: sorted(n["op"] for n in d["nodes"].values())  # noqa: E731
+    assert ops(doc) == ops(here.document())
+    _same_values(fn, eg.extract())
+
+
+def test_a_finished_worker_process_is_reused_by_the_next_saturation():
+    fn = _sum_chain(6)
+    eg = RelayEGraph(fn)
+    saturate(eg, COMMUTE, time_limit=60, progress=False)
+    eg.document()  # the worker hands over its e-graph and becomes idle
+    pids = _idle_pids()
+    assert len(pids) == 1
+    eg2 = RelayEGraph(fn)
+    saturate(eg2, COMMUTE, time_limit=60, progress=False)
+    assert eg2._final._worker.proc.pid == pids[0]
+    _same_values(fn, eg2.extract())
+
+
+def test_a_changed_or_lost_final_state_is_rebuilt_from_the_journal():
+    fn = _sum_chain(6)
+    eg = RelayEGraph(fn)
+    saturate(eg, COMMUTE, time_limit=60, progress=False)
+    eg._final._worker.kill()  # the child died while holding the e-graph
+    _same_values(fn, eg.extract())
+    eg2 = RelayEGraph(fn)
+    saturate(eg2, COMMUTE, time_limit=60, progress=False)
+    eg2.run_egglog("(run t 1)")  # a change in the parent: the child's state no longer describes it
+    assert eg2._final is None
+    _same_values(fn, eg2.extract())
+
+
+def test_at_most_two_saturated_egraphs_keep_their_worker():
+    fn = _sum_chain(5)
+    graphs = []
+    for _ in range(4):
+        eg = RelayEGraph(fn)
+        saturate(eg, COMMUTE, time_limit=60, progress=False)
+        graphs.append(eg)
+    held = [g for g in graphs if g._final is not None and g._final._worker is not None]
+    assert held == graphs[-2:]
+    for g in graphs:
+        _same_values(fn, g.extract())

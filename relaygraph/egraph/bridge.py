@@ -45,6 +45,7 @@ class RelayEGraph:
         self._backend: Backend | None = None
         self._document: dict | None = None  # a worker's final serialization, until the next change
         self._sizes: tuple[int, int] | None = None  # and its sizes
+        self._final = None  # a worker still holding this e-graph's final state (worker.FinalState)
         if program is not None:
             self.load(program, entry=entry)
 
@@ -116,7 +117,7 @@ class RelayEGraph:
 
     def _record(self, entry: tuple):
         self.journal.append(entry)
-        self._document = self._sizes = None
+        self._forget()
         if self._backend is not None:
             return _execute(self._backend, self.state, entry)
         return None
@@ -146,7 +147,7 @@ class RelayEGraph:
         """
         self.flush()
         self.journal.append(("egglog", text, ruleset, name))
-        self._document = self._sizes = None
+        self._forget()
         return _execute(self.backend, self.state, self.journal[-1])
 
     def combined_ruleset(self, prefix: str, members) -> str:
@@ -165,14 +166,23 @@ class RelayEGraph:
         if self._backend is not None:
             _execute(self._backend, self.state, entry)
         self.journal.append(entry)
-        self._document = self._sizes = None
+        self._forget()
         return _report_names(commands, name)
 
+    def _forget(self) -> None:
+        """The e-graph changed: a worker's serialization and sizes no longer describe it."""
+        self._document = self._sizes = None
+        if self._final is not None:
+            final, self._final = self._final, None
+            final.drop()
+
     def adopt(self, entries: list[tuple], document: dict | None = None,
-              sizes: tuple[int, int] | None = None) -> None:
+              sizes: tuple[int, int] | None = None, final=None) -> None:
         """Follow changes made to a copy of this e-graph elsewhere (a worker's journal entries,
-        and its serialization and sizes at their end, so neither needs the e-graph rebuilt)."""
+        and its serialization and sizes at their end, so neither needs the e-graph rebuilt;
+        ``final``: the worker that holds that state and serializes it when asked)."""
         self.flush()
+        self._forget()
         for entry in entries:
             if entry[0] == "batch":
                 self.state.apply(entry[1])
@@ -180,6 +190,7 @@ class RelayEGraph:
         self._backend = None  # rebuilt from the journal if it is needed again
         self._document = document
         self._sizes = sizes
+        self._final = final
 
     # -- what the rules' Python side uses -----------------------------------------------------------
     def type_of(self, handle: int) -> Type:
@@ -261,6 +272,9 @@ class RelayEGraph:
 
     def document(self) -> dict:
         """The e-graph as an extraction-gym document rooted at the program (see readback)."""
+        if self._document is None and self._final is not None and not self.builder.batch:
+            final, self._final = self._final, None
+            self._document = final.fetch()  # None when the worker is gone: rebuilt here instead
         if self._document is None or self.builder.batch:
             self._document = gym_document(self.snapshot(), self.state, [self._root()])
         return self._document

@@ -26,7 +26,7 @@ from ..ops import fused_ops
 from ..ops.registry import lookup
 from ..passes.fuse_ops import constant_fuses_into, per_use_constant
 from .batches import GraphState, RelayTables
-from .encoding import OP_PREFIX, parse_attr_key
+from .encoding import EXPR, OP_PREFIX, constructor_fields, parse_attr_key
 from .signatures import Snapshot
 from .typer import tensor_json
 
@@ -46,29 +46,49 @@ def gym_document(snap: Snapshot, state: GraphState, roots: list[int]) -> dict:
     entries = []
     first_node: dict = {}
     shared_attrs: dict = {}
+    class_ty = snap.class_ty
     for ctor, rows in snap.rows.items():
         op = NODE_OPS.get(ctor) or ctor[len(OP_PREFIX):]
         opdef = None if ctor in NODE_OPS else lookup(op)
+        fields = constructor_fields(ctor)
+        n_kids = fields.count(EXPR)
+        # An op's row is its operands then its attribute Strings: read those without decoding,
+        # and decode each distinct attribute tuple once.
+        flat = opdef is not None and fields == (EXPR,) * n_kids + ("String",) * (len(fields) - n_kids)
         for row in rows:
             out = row.output
-            parsed = snap.parse(ctor, row.inputs)
-            if parsed is None or out not in snap.class_ty:
-                continue  # a broken list or an untyped class: not part of any program
-            kids, literals = parsed
+            if out not in class_ty:
+                continue  # an untyped class: not part of any program
+            if flat:
+                inputs = row.inputs
+                kids = inputs[:n_kids]
+                key = (ctor, *inputs[n_kids:])
+                attrs = shared_attrs.get(key)
+                if attrs is None:
+                    literals = tuple(snap.backend.string(v) for v in key[1:])
+                    attrs = shared_attrs[key] = dict(zip(opdef.attrs, map(parse_attr_key, literals),
+                                                         strict=True))
+                node = {"op": op, "eclass": None, "cost": 1.0, "attrs": attrs}
+            else:
+                parsed = snap.parse(ctor, row.inputs, fields)
+                if parsed is None:
+                    continue  # a broken list: not part of any program
+                kids, literals = parsed
+                node = {"op": op, "eclass": None, "cost": 1.0}
+                if opdef is not None:
+                    attrs = shared_attrs.get((op, literals))
+                    if attrs is None:
+                        attrs = dict(zip(opdef.attrs, map(parse_attr_key, literals), strict=True))
+                        shared_attrs[(op, literals)] = attrs
+                    node["attrs"] = attrs
+                elif ctor in _KEY_FIELD:
+                    node["key"] = literals[0]
+                elif ctor == "RProj":
+                    node["index"] = literals[0]
             name = names.get(out)
             if name is None:
                 name = names[out] = f"k{len(names)}"
-            node = {"op": op, "eclass": name, "cost": 1.0}
-            if opdef is not None:
-                attrs = shared_attrs.get((op, literals))
-                if attrs is None:
-                    attrs = dict(zip(opdef.attrs, map(parse_attr_key, literals), strict=True))
-                    shared_attrs[(op, literals)] = attrs
-                node["attrs"] = attrs
-            elif ctor in _KEY_FIELD:
-                node["key"] = literals[0]
-            elif ctor == "RProj":
-                node["index"] = literals[0]
+            node["eclass"] = name
             if row.subsumed:
                 node["subsumed"] = True
             nid = f"n{len(entries)}"

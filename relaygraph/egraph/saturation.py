@@ -75,6 +75,9 @@ class SaturationReport:
     state_iteration: int = 0  # the iteration whose e-graph the RelayEGraph now holds
     notes: list[str] = field(default_factory=list)
     egraph: RelayEGraph | None = field(default=None, repr=False)
+    # worker: seconds of ``seconds`` spent before saturation proper (start or reuse a process,
+    # rebuild the e-graph there, first checkpoint); in-process: 0
+    load_seconds: float = 0.0
 
     @property
     def nodes(self) -> int:

@@ -137,12 +137,13 @@ class Snapshot:
             lst = cell[1]
         return out
 
-    def parse(self, ctor: str, inputs) -> tuple[list, tuple] | None:
-        """(child classes, decoded literal fields) of a row; None for a broken list."""
+    def parse(self, ctor: str, inputs, fields: tuple[str, ...] | None = None) -> tuple[list, tuple] | None:
+        """(child classes, decoded literal fields) of a row; None for a broken list. ``fields``:
+        the constructor's field sorts, when the caller reads many rows of one constructor."""
         kids: list = []
         literals: list = []
         backend = self.backend
-        for sort, value in zip(constructor_fields(ctor), inputs, strict=True):
+        for sort, value in zip(constructor_fields(ctor) if fields is None else fields, inputs, strict=True):
             if sort == EXPR:
                 kids.append(value)
             elif sort == LIST:

@@ -13,17 +13,26 @@ added (cheap). It also sends a checkpoint, the e-graph serialized for extraction
 and then after any iteration where serializing costs less than 50 ms or at most a quarter of the
 time spent since the last checkpoint (estimated from the last serialization's time per e-node).
 When the parent kills the child it keeps the last checkpoint: the e-graph rolls back to that
-iteration, at once extractable. When the child stops by itself it serializes its final state; if
-that overruns the grace period the parent keeps the final journal and serializes on first use.
+iteration, at once extractable.
+
+When the child stops by itself it keeps its final e-graph and sends only its sizes and the last
+journal entries, so saturation ends as soon as the rules do. The parent's e-graph asks the child
+for the serialization the first time it is needed (extraction); if the parent's e-graph changes
+first, or the child is gone, it is rebuilt from the journal instead. A child that finished
+cleanly is reused by the next saturation in this process (``_acquire``), so the cost of starting
+Python and loading relaygraph is paid once.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
+import threading
 import time
 import traceback
+import weakref
 from multiprocessing.connection import Connection
 
 from ..errors import RelayError, RuleError
@@ -32,7 +41,6 @@ __all__ = ["saturate_in_worker"]
 
 _CHECKPOINT_SHARE = 0.25  # a checkpoint may cost this share of the time since the last one
 _CHECKPOINT_FREE = 0.05  # seconds: a checkpoint this cheap is always taken
-_GRACE = 10.0  # seconds allowed past the deadline for the final serialization, at least
 
 
 class _RemoteGraph:
@@ -80,7 +88,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
         raise NotImplementedError("the hard time limit needs a POSIX system; saturate with isolate=False")
     start = time.perf_counter()
     egraph.flush()
-    proc, send, recv = _spawn()
+    worker = _acquire()
     time_limit = options["time_limit"]
     deadline = None  # set when the child has rebuilt the e-graph: the limit is on saturation proper
     report = SaturationReport("iter-limit", [], {}, 0.0, {}, "worker", egraph=egraph)
@@ -89,19 +97,13 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
     limit = "" if time_limit is None else f", a hard time limit of {time_limit:g} s"
     bar = progress_bar(options["iter_limit"], options["progress"], f"in a worker process{limit}")
     child_options = dict(options, progress=False)
+    kept = False  # the child finished cleanly and keeps the final state for the parent's e-graph
     try:
-        send(("start", egraph.journal, egraph.root, specs, child_options))
-        stopped = None
+        worker.send(("start", egraph.journal, egraph.root, specs, child_options))
         while True:
             wait = None if deadline is None else deadline - time.perf_counter()
-            if stopped is not None:
-                wait = stopped
-            message = _receive(recv, proc, wait)
+            message = _receive(worker.recv, worker.proc, wait)
             if message is None:  # the deadline passed: stop the child where it is
-                if stopped is not None:
-                    report.notes.append("the final serialization overran; the e-graph is rebuilt when used")
-                    egraph.adopt(delta)
-                    break
                 report.stop_reason = "time-limit-hard"
                 _roll_back(egraph, report, checkpoint, delta, time_limit)
                 break
@@ -114,6 +116,7 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
                 delta.extend(message[2])
                 checkpoint = (message[1], len(delta), message[3], message[4])
                 if message[1] == 0:
+                    report.load_seconds = time.perf_counter() - start
                     report.initial_nodes, report.initial_classes = message[4]
                     if time_limit is not None:
                         deadline = time.perf_counter() + time_limit
@@ -123,20 +126,19 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
                 try:
                     count = apply_here(python, pending, graph, deadline)
                 except RuleError as exc:
-                    send(("abort",))
+                    worker.send(("abort",))
                     raise RuleError(exc.message) from None
                 except Overrun:
                     report.stop_reason = "time-limit-hard"
                     _roll_back(egraph, report, checkpoint, delta, time_limit)
                     break
-                send(("batch", graph.builder.take(), count))
+                worker.send(("batch", graph.builder.take(), count))
             elif kind == "stopped":
-                _, reason, state_iteration, entries, estimate = message
+                _, reason, state_iteration, entries, sizes = message
                 delta.extend(entries)
                 report.stop_reason, report.state_iteration = reason, state_iteration
-                stopped = max(_GRACE, 4 * estimate)
-            elif kind == "document":
-                egraph.adopt(delta, message[1], message[2])
+                egraph.adopt(delta, None, sizes, FinalState(worker))
+                kept = True
                 break
             elif kind == "error":
                 _, cls, text = message
@@ -144,9 +146,8 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
         bar.done(stop_info(report))
     finally:
         bar.close()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+        if not kept:
+            worker.kill()
     tally_matches(report)
     report.limits = report_limits(options)
     report.seconds = time.perf_counter() - start
@@ -165,6 +166,128 @@ def _roll_back(egraph, report, checkpoint, delta: list, time_limit: float) -> No
                         f"state after iteration {iteration} (the last checkpoint)")
 
 
+# -- the child processes ----------------------------------------------------------------------------
+
+class _Worker:
+    """One child process and the pipes to it."""
+
+    def __init__(self) -> None:
+        self.proc, self.down, self.recv = _spawn()
+        self.send = self.down.send
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.down.close()
+        self.recv.close()
+
+    def close(self) -> None:
+        """Ask the child to exit (it does at once when idle); kill it if it does not."""
+        try:
+            self.send(("quit",))
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+_POOL_LOCK = threading.RLock()  # re-entrant: a FinalState may be collected while it is held
+_IDLE: list[_Worker] = []  # at most one idle child, reused by the next saturation
+_MAX_IDLE = 1
+_HELD: list = []  # weak references to the FinalStates whose child still holds an e-graph, oldest first
+_MAX_HELD = 2  # more held e-graphs than this: the oldest is let go (rebuilt from its journal if used)
+
+
+def _acquire() -> _Worker:
+    """An idle child if there is a healthy one, else a new one."""
+    with _POOL_LOCK:
+        while _IDLE:
+            worker = _IDLE.pop()
+            if worker.alive():
+                return worker
+            worker.kill()
+    return _Worker()
+
+
+def _release(worker: _Worker) -> None:
+    """A child that holds nothing anyone needs: keep it for the next saturation, or close it."""
+    with _POOL_LOCK:
+        if worker.alive() and len(_IDLE) < _MAX_IDLE:
+            _IDLE.append(worker)
+            return
+    worker.close()
+
+
+@atexit.register
+def _close_idle() -> None:
+    with _POOL_LOCK:
+        idle, _IDLE[:] = list(_IDLE), []
+    for worker in idle:
+        worker.close()
+
+
+class FinalState:
+    """A child that still holds a saturated e-graph; it serializes it once, when asked."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self._worker: _Worker | None = worker
+        self._lock = threading.Lock()
+        with _POOL_LOCK:
+            _HELD[:] = [r for r in _HELD if r() is not None]
+            _HELD.append(weakref.ref(self))
+            surplus = [r() for r in _HELD[:-_MAX_HELD]] if len(_HELD) > _MAX_HELD else []
+        for old in surplus:
+            if old is not None:
+                old.drop()
+
+    def _take(self) -> _Worker | None:
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            with _POOL_LOCK:
+                _HELD[:] = [r for r in _HELD if r() is not None and r() is not self]
+        return worker
+
+    def fetch(self) -> dict | None:
+        """The e-graph's extraction-gym document, or None if the child is gone."""
+        worker = self._take()
+        if worker is None:
+            return None
+        try:
+            worker.send(("document",))
+            message = _receive(worker.recv, worker.proc, None)
+        except (OSError, RelayError):
+            worker.kill()
+            return None
+        if message[0] != "document":
+            worker.kill()
+            return None
+        _release(worker)
+        return message[1]
+
+    def drop(self) -> None:
+        """Nobody will ask: the child frees the e-graph and becomes idle."""
+        worker = self._take()
+        if worker is None:
+            return
+        try:
+            worker.send(("drop",))
+        except OSError:
+            worker.kill()
+            return
+        _release(worker)
+
+    def __del__(self) -> None:
+        try:
+            self.drop()
+        except Exception:  # noqa: BLE001 - at interpreter exit the pipes may already be gone
+            pass
+
+
 def _spawn():
     """Start the worker with a pipe each way (file descriptors passed on the command line)."""
     down_r, down_w = os.pipe()
@@ -173,9 +296,7 @@ def _spawn():
                             pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL)
     os.close(down_r)
     os.close(up_w)
-    down = Connection(down_w, readable=False)
-    up = Connection(up_r, writable=False)
-    return proc, down.send, up
+    return proc, Connection(down_w, readable=False), Connection(up_r, writable=False)
 
 
 def _receive(conn: Connection, proc, timeout: float | None):
@@ -190,24 +311,8 @@ def _receive(conn: Connection, proc, timeout: float | None):
                          f"it may have run out of memory") from None
 
 
-# -- the child ------------------------------------------------------------------------------------
-
-def _child(down: Connection, up: Connection) -> None:
-    from .bridge import RelayEGraph
+def _serializer(egraph, root: int, clock: dict):
     from .readback import gym_document
-    from .saturation import Saturator
-    from .typer import type_to_data
-
-    _, journal, root, specs, options = down.recv()
-    egraph = RelayEGraph.from_journal(journal, root)
-    sent = len(journal)
-    clock = {"last": 0.0, "rate": 0.0}
-
-    def fresh_entries() -> list:
-        nonlocal sent
-        entries = egraph.journal[sent:]
-        sent = len(egraph.journal)
-        return entries
 
     def serialize():
         t = time.perf_counter()
@@ -218,6 +323,27 @@ def _child(down: Connection, up: Connection) -> None:
         clock["last"] = time.perf_counter()
         return doc, egraph.sizes()
 
+    return serialize
+
+
+def _job(message: tuple, down: Connection, up: Connection):
+    """One saturation; returns the e-graph it leaves (kept until the parent asks or moves on)."""
+    from .bridge import RelayEGraph
+    from .saturation import Saturator
+    from .typer import type_to_data
+
+    _, journal, root, specs, options = message
+    egraph = RelayEGraph.from_journal(journal, root)
+    sent = len(journal)
+    clock = {"last": 0.0, "rate": 0.0}
+
+    def fresh_entries() -> list:
+        nonlocal sent
+        entries = egraph.journal[sent:]
+        sent = len(egraph.journal)
+        return entries
+
+    serialize = _serializer(egraph, root, clock)
     egraph.materialize()  # rebuild the e-graph first, so the serialization below is timed alone
     doc, sizes = serialize()
     up.send(("checkpoint", 0, fresh_entries(), doc, sizes))
@@ -243,9 +369,29 @@ def _child(down: Connection, up: Connection) -> None:
     saturator = Saturator(egraph, specs, None, apply_python=apply_python, on_iteration=on_iteration,
                           **options)
     report = saturator.run(start)
-    estimate = clock["rate"] * report.nodes
-    up.send(("stopped", report.stop_reason, report.state_iteration, fresh_entries(), estimate))
-    up.send(("document", *serialize()))
+    up.send(("stopped", report.stop_reason, report.state_iteration, fresh_entries(), egraph.sizes()))
+    return egraph, serialize
+
+
+def _child(down: Connection, up: Connection) -> None:
+    """Serve saturations until told to quit (or the parent goes away)."""
+    kept = None  # (e-graph, its serializer) of the last saturation, until asked for or dropped
+    while True:
+        message = down.recv()
+        kind = message[0]
+        if kind == "quit":
+            return
+        if kind == "drop":
+            kept = None
+        elif kind == "document":
+            if kept is None:
+                up.send(("gone",))
+            else:
+                up.send(("document", *kept[1]()))
+                kept = None
+        elif kind == "start":
+            kept = None  # free the last e-graph before building the next
+            kept = _job(message, down, up)
 
 
 def main(argv: list[str]) -> int:
