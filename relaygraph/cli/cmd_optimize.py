@@ -68,6 +68,12 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     optimize_options(cost=args.cost, extractor=args.extractor, node_limit=args.node_limit,
                      iter_limit=args.iter_limit, time_limit=args.time_limit, prefix="--")
+    if args.compare_pipeline is not None:
+        from ..passes.pipeline import NAMED_PIPELINES
+
+        if args.compare_pipeline not in NAMED_PIPELINES:
+            raise UsageError(f"--compare-pipeline: unknown pipeline {args.compare_pipeline!r}; known: "
+                             f"{', '.join(NAMED_PIPELINES)}")
     mod, params, label = load_program(args)
     if _wants_rule_check(args):
         _check_rules(args.rules)
@@ -80,6 +86,13 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                    progress=not args.no_progress, functions=args.function or None,
                    keep_fused_ops=args.keep_fused_ops)
     print(res.summary())
+    if args.compare_pipeline:
+        from ..egraph.compare import compare_pipeline
+
+        print(f"\noriginal vs the {args.compare_pipeline} pipeline vs the e-graph "
+              f"(measured: numpy executor, runs alternated, medians):")
+        print(compare_pipeline(res, args.compare_pipeline, seed=args.seed,
+                               progress=not args.no_progress).table())
     text = astext(res.module)
     if args.output and _may_write(res, args):
         Path(args.output).write_text(text)
@@ -164,6 +177,9 @@ def register(sub) -> None:
     p.add_argument("--check-rules", action=argparse.BooleanOptionalAction, default=None,
                    help="run the soundness checker (relaygraph rules check) on the rules first and stop "
                         "if one is unsound (default: on for files given with --rules)")
+    p.add_argument("--compare-pipeline", nargs="?", const="tvm-o3", default=None, metavar="PIPELINE",
+                   help="also run a named pass pipeline on the original (default tvm-o3: TVM's opt_level-3 "
+                        "build) and print original vs pipeline vs e-graph, predicted and measured")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs for the check")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_cmd_optimize)

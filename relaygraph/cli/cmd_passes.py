@@ -16,7 +16,8 @@ def _run(path: str, pipeline_text: str, opt_level: int, timing: bool) -> int:
     from ..text import astext, parse_file
 
     mod = parse_file(path)
-    pipeline = T.parse_pipeline(pipeline_text)
+    named = pipeline_text.strip() in T.pipeline.NAMED_PIPELINES
+    pipeline = T.named_pipeline(pipeline_text.strip()) if named else T.parse_pipeline(pipeline_text)
     instruments = [T.PassTimingInstrument()] if timing else []
     with T.PassContext(opt_level=opt_level, instruments=instruments):
         out = pipeline(mod)
@@ -49,7 +50,8 @@ def register(sub) -> None:
     p = sub.add_parser("passes", help="run a pass pipeline and print the result")
     p.add_argument("file", help="a Relay text file")
     p.add_argument("-p", "--passes", required=True,
-                   help='comma-separated passes, e.g. "InferType,FuseOps(fuse-opt-level=2)"')
+                   help='comma-separated passes, e.g. "InferType,FuseOps(fuse-opt-level=2)", or a named '
+                        'pipeline: tvm-o3 (TVM\'s opt_level-3 build), tvm-o4')
     p.add_argument("--opt-level", type=int, default=2, help="PassContext opt_level (default 2)")
     p.add_argument("--timing", action="store_true", help="print the time of each pass")
     p.set_defaults(run=_cmd_passes)
