@@ -34,7 +34,7 @@ _GROUPS = {
         IsInf IsNaN LinearAttention LpNormalization LpPool LSTM MaxUnpool MeanVarianceNormalization
         MelWeightMatrix NonMaxSuppression NonZero OneHot Range ReverseSequence RMSNormalization RNN
         RoiAlign RotaryEmbedding Scatter ScatterElements ScatterND Shrink Size SpaceToDepth STFT
-        SwiGLU Swish TensorScatter Tile TopK Trilu Unique Upsample Resize ImageDecoder""",
+        SwiGLU Swish TensorScatter Tile TopK Trilu Unique ImageDecoder""",
     _TRAIN: "Adagrad Adam Momentum NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss",
     _SEQ: """OptionalGetElement OptionalHasElement Optional SequenceAt SequenceConstruct SequenceEmpty
         SequenceErase SequenceInsert SequenceLength SequenceMap SplitToSequence ConcatFromSequence
@@ -101,6 +101,7 @@ STATIC_INPUTS = {
     ("Split", 1): "split", ("Pad", 1): "pads", ("Pad", 2): "constant_value", ("Pad", 3): "axes",
     ("Reshape", 1): "shape", ("Expand", 1): "shape", ("ConstantOfShape", 0): "shape",
     ("Slice", 1): "starts", ("Slice", 2): "ends", ("Slice", 3): "axes", ("Slice", 4): "steps",
+    ("Resize", 1): "roi", ("Resize", 2): "scales", ("Resize", 3): "sizes", ("Upsample", 1): "scales",
     ("Dropout", 1): "ratio", ("Dropout", 2): "training_mode", ("Clip", 1): "min", ("Clip", 2): "max",
 }
 
@@ -189,3 +190,39 @@ def run_case(case) -> None:
             assert g.dtype == e.dtype, f"output {i}: dtype {g.dtype}, expected {e.dtype}"
             np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True,
                                        err_msg=f"output {i}")
+
+
+def light_models() -> list[tuple[str, str, float, float]]:
+    """(name, path, rtol, atol) of the light real models the onnx package ships with outputs."""
+    from pathlib import Path
+
+    from onnx.backend.test.case.model import collect_testcases
+
+    root = Path(onnx.__file__).resolve().parent.parent
+    return [(c.model_name, str(root / c.url), c.rtol, c.atol) for c in collect_testcases()
+            if c.kind == "real" and c.url and c.url.startswith("onnx/backend/test/data/light/")]
+
+
+def light_inputs(model) -> list[np.ndarray]:
+    """The inputs ONNX's backend runner feeds a light model: ``arange(n) / n`` in each input's
+    shape (unknown dims as 1), float32."""
+    inits = {t.name for t in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim)
+        n = int(np.prod(shape))
+        out.append((np.arange(n).reshape(shape) / n).astype(np.float32))
+    return out
+
+
+def light_expected(path: str) -> list[np.ndarray]:
+    """The expected outputs stored beside a light model (``*_output_N.pb``)."""
+    from pathlib import Path
+
+    stem = Path(path).with_suffix("")
+    out = []
+    while (f := Path(f"{stem}_output_{len(out)}.pb")).is_file():
+        out.append(numpy_helper.to_array(onnx.TensorProto.FromString(f.read_bytes())))
+    return out

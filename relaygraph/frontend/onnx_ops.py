@@ -34,9 +34,12 @@ def converter(*op_types: str, since: int = 1):
 
 def covered_ops() -> list[str]:
     """The ONNX op types (default domain) the importer converts."""
-    from . import onnx_nn  # noqa: F401 - registers the nn converters
-
+    _load()
     return sorted(CONVERTERS)
+
+
+def _load() -> None:
+    from . import onnx_nn, onnx_resize  # noqa: F401 - they register their converters
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
@@ -53,8 +56,7 @@ def _attrs(node: onnx.NodeProto) -> dict:
 
 def convert_node(imp: Importer, node: onnx.NodeProto) -> None:
     """Convert one node and record its outputs in ``imp.values``."""
-    from . import onnx_nn  # noqa: F401 - registers the nn converters
-
+    _load()
     if node.domain not in ("", "ai.onnx"):
         raise imp.error(f"operator domain {node.domain!r} is not supported (only the default "
                         "ONNX domain)")
