@@ -145,8 +145,8 @@ class Importer:
             ty = opdef.type_relation([self.type(a) for a in args], expr.attrs)
         except Exception as exc:  # noqa: BLE001 - the relation's ShapeError / RelayTypeError
             raise self.error(f"{name} does not type-check: {_message(exc)}") from None
-        if all(isinstance(a, Constant) for a in args) and _small(ty):
-            value = call_kernel(expr.op, [a.data for a in args], expr.attrs)
+        if all(_is_const(a) for a in args) and _small(ty):
+            value = call_kernel(expr.op, [_const_value(a) for a in args], expr.attrs)
             if isinstance(value, tuple):
                 return Tuple([self.const(v) for v in value])
             return self.const(np.asarray(value, dtype=ty.dtype))
@@ -210,6 +210,16 @@ class Importer:
         return OnnxImportError(f"node{name} ({node.op_type}, opset {self.opset}): {message}")
 
 
+def _is_const(e) -> bool:
+    if isinstance(e, Tuple):
+        return all(isinstance(f, Constant) for f in e.fields)
+    return isinstance(e, Constant)
+
+
+def _const_value(e):
+    return e.data if isinstance(e, Constant) else tuple(f.data for f in e.fields)
+
+
 def _small(ty) -> bool:
     if not isinstance(ty, TensorType):
         return isinstance(ty, TupleType) and all(_small(f) for f in ty.fields)
@@ -257,22 +267,32 @@ def _dim_name(param: str) -> str:
     return out if out and not out[0].isdigit() else "d_" + out
 
 
-def _check_shapes(model: onnx.ModelProto, types: Mapping[str, TensorType]) -> None:
+def _infers(model: onnx.ModelProto) -> str | None:
+    try:
+        onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except onnx.shape_inference.InferenceError as exc:
+        return _message(exc)
+    return None
+
+
+def _check_shapes(model: onnx.ModelProto, types: Mapping[str, TensorType], given) -> None:
     """Run onnx's shape inference on the model with the input shapes given: a contradiction is
     an error here rather than a failure deep in a converter."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    for vi in model.graph.input:
+    if not given:
+        return
+    fixed = onnx.ModelProto.FromString(model.SerializeToString())
+    for vi in fixed.graph.input:
         t = types.get(vi.name)
-        if t is None or not all(isinstance(d, int) for d in t.shape):
+        if vi.name not in given or not all(isinstance(d, int) for d in t.shape):
             continue
         shape = vi.type.tensor_type.shape
         del shape.dim[:]
         for d in t.shape:
             shape.dim.add().dim_value = d
-    try:
-        onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
-    except onnx.shape_inference.InferenceError as exc:
-        raise OnnxImportError(f"the input shapes contradict the model: {_message(exc)}") from None
+    problem = _infers(fixed)
+    # a model that onnx's strict inference rejects on its own is not contradicted by the shapes
+    if problem is not None and _infers(model) is None:
+        raise OnnxImportError(f"the input shapes given contradict the model: {problem}")
 
 
 def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype: str = "float32",
@@ -301,7 +321,7 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype: st
         imp.types[v] = t
         imp.values[vi.name] = v
         inputs.append(v)
-    _check_shapes(model, input_types)
+    _check_shapes(model, input_types, shape)
     init_vars: dict[Var, str] = {}
     for name, tensor in inits.items():
         arr = numpy_helper.to_array(tensor)

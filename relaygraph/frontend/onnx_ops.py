@@ -39,7 +39,7 @@ def covered_ops() -> list[str]:
 
 
 def _load() -> None:
-    from . import onnx_nn, onnx_resize  # noqa: F401 - they register their converters
+    from . import onnx_more, onnx_nn, onnx_resize  # noqa: F401 - they register their converters
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
