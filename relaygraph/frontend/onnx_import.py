@@ -128,6 +128,7 @@ class Importer:
         self.symvals: dict[Expr, np.ndarray] = {}  # int tensors computed from symbolic shapes
         self.node: onnx.NodeProto | None = None
         self.n_outputs = 1
+        self.given: dict = {}  # the input shapes the caller gave (for error messages)
 
     # -- building -------------------------------------------------------------------------------
     def const(self, value, dtype: str | None = None) -> Constant:
@@ -144,7 +145,11 @@ class Importer:
         try:
             ty = opdef.type_relation([self.type(a) for a in args], expr.attrs)
         except Exception as exc:  # noqa: BLE001 - the relation's ShapeError / RelayTypeError
-            raise self.error(f"{name} does not type-check: {_message(exc)}") from None
+            hint = ""
+            if self.given:
+                shown = ", ".join(f"{k}={v}" for k, v in self.given.items())
+                hint = f" (the input shapes given, {shown}, contradict the model here)"
+            raise self.error(f"{name} does not type-check: {_message(exc)}{hint}") from None
         if all(_is_const(a) for a in args) and _small(ty):
             value = call_kernel(expr.op, [_const_value(a) for a in args], expr.attrs)
             if isinstance(value, tuple):
@@ -312,6 +317,7 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype: st
         raise OnnxImportError(f"shape given for {', '.join(map(repr, unknown))}, which the model "
                               f"has no input of (its inputs: {names})")
     imp = Importer(opset, dtype)
+    imp.given = {k: tuple(v) for k, v in shape.items()}
     params: dict[str, np.ndarray] = {}
     inputs: list[Var] = []
     input_types = {}

@@ -63,7 +63,8 @@ def convert_node(imp: Importer, node: onnx.NodeProto) -> None:
     entries = CONVERTERS.get(node.op_type)
     if not entries:
         near = close_names(node.op_type, CONVERTERS)
-        hint = f"; close covered ops: {', '.join(near)}" if near else ""
+        hint = (f"; close covered ops: {', '.join(near)}" if near
+                else "; no covered op has a similar name")
         raise imp.error(f"unsupported operator {node.op_type!r}{hint} (covered: "
                         f"{len(CONVERTERS)} ops; see relaygraph.frontend.onnx_coverage)")
     usable = [fn for since, fn in entries if since <= imp.opset]
