@@ -252,3 +252,20 @@ def test_cli_bad_shape_syntax_and_relay_file(tmp_path, capsys):
     assert main(["optimize", str(relay), "--shape", "x=2"]) == 2
     err = capsys.readouterr().err
     assert "NAME=D1,D2" in err and "not an ONNX model" in err and "--shape applies to ONNX" in err
+
+
+def test_symbolic_attention_matmuls_keep_batch_and_sequence_symbolic():
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "k"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [vi("q", TensorProto.FLOAT, ["n", 2, "s", 4]),
+                                           vi("k", TensorProto.FLOAT, ["n", 2, "s", 4])],
+                              [vi("y", TensorProto.FLOAT, ["n", 2, "s", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod, _ = rg.frontend.from_onnx(model)
+    assert rg.infer_type(mod)["main"].ret_type.shape == (sym("n"), 2, sym("s"), 4)
+    q, k = RNG.random((3, 2, 5, 4), np.float32), RNG.random((3, 2, 5, 4), np.float32)
+    want = ReferenceEvaluator(model).run(None, {"q": q, "k": k})[0]
+    np.testing.assert_allclose(rg.evaluate(mod, q, k), want, rtol=1e-5, atol=1e-6)

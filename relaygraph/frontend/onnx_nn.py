@@ -420,7 +420,13 @@ def _batched(imp, x, y):
     if imp.rank(x) == 2:
         x, y = imp.call("expand_dims", x, axis=0), imp.call("expand_dims", y, axis=0)
     out = imp.call("nn.batch_matmul", x, y, transpose_a=False, transpose_b=False)
-    return reshape_to(imp, out, batch + [sx[-2], sy[-1]]) if len(batch) != 1 else out
+    target = batch + [sx[-2], sy[-1]]
+    if len(batch) == 1:
+        return out
+    if all(isinstance(d, int) for d in batch) or len(batch) != 2 or not isinstance(batch[1], int):
+        return reshape_to(imp, out, target)
+    # (b1 * b2, M, N) -> (b1, b2, M, N) with b1 symbolic: split the first dim (-4), keep the rest (-2)
+    return imp.call("reshape", out, newshape=(-4, -1, batch[1], -2))
 
 
 # -- softmax and reductions ------------------------------------------------------------------------
