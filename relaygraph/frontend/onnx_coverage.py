@@ -205,7 +205,7 @@ def light_models() -> list[tuple[str, str, float, float]]:
 
 def light_inputs(model) -> list[np.ndarray]:
     """The inputs ONNX's backend runner feeds a light model: ``arange(n) / n`` in each input's
-    shape (unknown dims as 1), float32."""
+    shape (unknown dims as 1), float32 (then in the input's own dtype)."""
     inits = {t.name for t in model.graph.initializer}
     out = []
     for vi in model.graph.input:
@@ -213,7 +213,8 @@ def light_inputs(model) -> list[np.ndarray]:
             continue
         shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim)
         n = int(np.prod(shape))
-        out.append((np.arange(n).reshape(shape) / n).astype(np.float32))
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        out.append((np.arange(n).reshape(shape) / n).astype(np.float32).astype(dtype))
     return out
 
 

@@ -25,7 +25,7 @@ from ..eval.kernels import call_kernel
 from ..ir import Any, Constant, Function, IRModule, TensorType, Tuple, TupleGetItem, TupleType, Var
 from ..ir.expr import Expr
 from ..ir.types import DTYPES
-from ..ops.builders import make_call
+from ..ops.builders import builder
 from ..ops.registry import get as get_op
 from ..ty import sym
 
@@ -128,6 +128,7 @@ class Importer:
         self.symvals: dict[Expr, np.ndarray] = {}  # int tensors computed from symbolic shapes
         self.node: onnx.NodeProto | None = None
         self.n_outputs = 1
+        self._builders: dict = {}
         self.given: dict = {}  # the input shapes the caller gave (for error messages)
 
     # -- building -------------------------------------------------------------------------------
@@ -140,8 +141,12 @@ class Importer:
 
     def call(self, name: str, *args: Expr, **attrs) -> Expr:
         """``name(*args, **attrs)`` with its type computed; folded when every input is constant."""
-        expr = make_call(name, *args, **attrs)
-        opdef = get_op(name)
+        built = self._builders.get(name)
+        if built is None:
+            opdef = get_op(name)
+            built = self._builders[name] = (builder(opdef), opdef)
+        build, opdef = built
+        expr = build(*args, **attrs)
         try:
             ty = opdef.type_relation([self.type(a) for a in args], expr.attrs)
         except Exception as exc:  # noqa: BLE001 - the relation's ShapeError / RelayTypeError
