@@ -269,3 +269,19 @@ def test_symbolic_attention_matmuls_keep_batch_and_sequence_symbolic():
     q, k = RNG.random((3, 2, 5, 4), np.float32), RNG.random((3, 2, 5, 4), np.float32)
     want = ReferenceEvaluator(model).run(None, {"q": q, "k": k})[0]
     np.testing.assert_allclose(rg.evaluate(mod, q, k), want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_installed_command_reports_a_truncated_model_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    good = attention_like(2, 5).SerializeToString()
+    (tmp_path / "cut.onnx").write_bytes(good[:100])
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.run([sys.executable, "-m", "relaygraph", "optimize", "cut.onnx"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("relaygraph: error: cut.onnx: not a valid ONNX model")
+    assert len(proc.stderr.splitlines()) == 1
