@@ -156,7 +156,10 @@ class Importer:
                 hint = f" (the input shapes given, {shown}, contradict the model here)"
             raise self.error(f"{name} does not type-check: {_message(exc)}{hint}") from None
         if all(_is_const(a) for a in args) and _small(ty):
-            value = call_kernel(expr.op, [_const_value(a) for a in args], expr.attrs)
+            try:
+                value = call_kernel(expr.op, [_const_value(a) for a in args], expr.attrs)
+            except RelayError as exc:
+                raise self.error(f"folding the constant {name}: {_message(exc)}") from None
             if isinstance(value, tuple):
                 return Tuple([self.const(v) for v in value])
             return self.const(np.asarray(value, dtype=ty.dtype))
@@ -172,6 +175,7 @@ class Importer:
         return out
 
     def type(self, expr: Expr):
+        """The type of an expression this import built."""
         try:
             return self.types[expr]
         except KeyError:
@@ -181,12 +185,15 @@ class Importer:
             raise
 
     def shape(self, expr: Expr) -> tuple:
+        """Its shape (dims are ints, symbols or ``Any``)."""
         return tuple(self.type(expr).shape)
 
     def dtype_of(self, expr: Expr) -> str:
+        """Its dtype."""
         return self.type(expr).dtype
 
     def rank(self, expr: Expr) -> int:
+        """Its rank."""
         return len(self.type(expr).shape)
 
     def value(self, expr: Expr | None) -> np.ndarray | None:
@@ -213,6 +220,7 @@ class Importer:
         return self.symvals.get(expr)
 
     def error(self, message: str) -> OnnxImportError:
+        """An import error naming the node being converted, its op type and the opset."""
         node = self.node
         if node is None:
             return OnnxImportError(message)
