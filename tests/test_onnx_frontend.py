@@ -285,3 +285,27 @@ def test_the_installed_command_reports_a_truncated_model_in_one_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("relaygraph: error: cut.onnx: not a valid ONNX model")
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_slice_to_a_symbolic_length_taken_from_the_shape_stays_symbolic():
+    c = numpy_helper.from_array
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["t"], axis=0),
+             helper.make_node("Unsqueeze", ["t", "ax0"], ["e"]),
+             helper.make_node("Slice", ["x", "zero", "e", "one1"], ["y"], name="up_to_seq")]
+    inits = [c(np.array(1, np.int64), "one"), c(np.array([0], np.int64), "ax0"),
+             c(np.array([0], np.int64), "zero"), c(np.array([1], np.int64), "one1")]
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, ["n", "s", 3])],
+                              [vi("y", TensorProto.FLOAT, ["n", "s", 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod, _ = rg.frontend.from_onnx(model)
+    assert rg.infer_type(mod)["main"].ret_type.shape == (sym("n"), sym("s"), 3)
+    x = RNG.random((2, 4, 3), np.float32)
+    np.testing.assert_array_equal(rg.evaluate(mod, x), x)
+    # a symbolic end that is not the whole dimension has no static size: a clear error
+    nodes[3] = helper.make_node("Slice", ["x", "zero", "e", "zero"], ["y"], name="up_to_seq")
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, ["n", "s", 3])],
+                              [vi("y", TensorProto.FLOAT, ["m", "s", 3])], inits)
+    bad = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(rg.RelayError, match="'up_to_seq'.*symbolic end s"):
+        rg.frontend.from_onnx(bad)

@@ -443,9 +443,9 @@ def _slice(imp, inputs, a):
     if imp.opset < 10:
         starts, ends, axes, steps = a["starts"], a["ends"], a.get("axes"), None
     else:
-        starts = int_list(imp, inputs[1], "starts")
-        ends = int_list(imp, inputs[2], "ends")
         axes = int_list(imp, inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else None
+        starts = int_list(imp, inputs[1], "starts")
+        ends = _slice_ends(imp, x, inputs[2], axes)
         steps = int_list(imp, inputs[4], "steps") if len(inputs) > 4 and inputs[4] is not None else None
     axes = list(range(len(starts))) if axes is None else [norm_axis(i, rank) for i in axes]
     steps = steps or [1] * len(starts)
@@ -468,6 +468,25 @@ def _slice(imp, inputs, a):
             raise imp.error(f"slicing the symbolic dimension {dim} with start {s}, end {e}, "
                             f"step {st} is not supported")
     return x
+
+
+def _slice_ends(imp, x, ends, axes) -> list[int]:
+    """Static ends; an end computed from a symbolic shape is allowed where it is the whole dim."""
+    dims = imp.dims_value(ends)
+    if dims is None or all(isinstance(d, (int, np.integer)) for d in dims):
+        return int_list(imp, ends, "ends")
+    shape = imp.shape(x)
+    axes = list(range(len(dims))) if axes is None else [norm_axis(i, len(shape)) for i in axes]
+    out = []
+    for axis, d in zip(axes, dims, strict=True):
+        if isinstance(d, (int, np.integer)):
+            out.append(int(d))
+        elif dims_equal(d, shape[axis]) is True:
+            out.append(1 << 62)  # to the end
+        else:
+            raise imp.error(f"slicing to the symbolic end {d} of a dimension of size {shape[axis]} "
+                            "is not supported (the result's size would be known only at run time)")
+    return out
 
 
 # -- value propagation through shape subgraphs ---------------------------------------------------
