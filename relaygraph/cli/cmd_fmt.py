@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..errors import ParseError
 from ..validate import read_text
+from . import UsageError
+from .cmd_import import is_onnx, read_program
 
 __all__ = ["register"]
 
@@ -16,8 +18,13 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
     from ..text import astext, parse
 
     path = Path(args.file)
-    text = read_text(path, ParseError, "Relay file")
-    mod = parse(text, source_name=str(path))  # a parse error is reported by the command line (exit 2)
+    if is_onnx(path):
+        if args.in_place or args.check:
+            raise UsageError(f"{path}: --in-place and --check apply to Relay text, not to an ONNX model")
+        text, mod = "", read_program(str(path))
+    else:
+        text = read_text(path, ParseError, "Relay file")
+        mod = parse(text, source_name=str(path))  # a parse error is reported by the command line (exit 2)
     if args.types:
         from ..ty import infer_type
 

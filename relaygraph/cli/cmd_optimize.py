@@ -36,17 +36,19 @@ def model_options(args: argparse.Namespace) -> dict:
 def load_program(args: argparse.Namespace, what: str = "optimize"):
     """(module, params, label) of the Relay file or ``--model`` the command was given."""
     from .. import zoo
-    from ..text import parse_file
+    from .cmd_import import read_program
 
     if (args.file is None) == (args.model is None):
         raise UsageError("give a Relay file or --model NAME (not both)")
     if args.file is not None:
         if args.small or args.model_option:
             raise UsageError("--small and -O are options of --model, not of a Relay file")
-        mod = parse_file(args.file)
+        mod = read_program(args.file, args.shape)
         if what == "optimize" and "main" not in mod:
             raise UsageError(f"{args.file}: no @main function to {what}")
         return mod, None, args.file
+    if args.shape:
+        raise UsageError("--shape applies to ONNX models, not to --model")
     options = model_options(args)
     mod, params = zoo.get(args.model, **options)
     return mod, params, args.model
@@ -54,7 +56,10 @@ def load_program(args: argparse.Namespace, what: str = "optimize"):
 
 def add_program_arguments(p) -> None:
     """The arguments that name a program: a file, or a zoo model with its options."""
-    p.add_argument("file", nargs="?", help="a Relay text file (or use --model)")
+    from .cmd_import import SHAPE_HELP
+
+    p.add_argument("file", nargs="?", help="a Relay text file or an ONNX model (or use --model)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS", help=SHAPE_HELP)
     p.add_argument("--model", help="a built-in model (relaygraph.zoo)")
     p.add_argument("--small", action="store_true", help="the model's small configuration")
     p.add_argument("-O", "--model-option", action="append", default=[], metavar="NAME=VALUE",

@@ -13,9 +13,10 @@ _FORMS = {"anf": "ToANormalForm", "gnf": "ToGraphNormalForm", "bbnf": "ToBasicBl
 
 def _run(path: str, pipeline_text: str, opt_level: int, timing: bool) -> int:
     from .. import passes as T
-    from ..text import astext, parse_file
+    from ..text import astext
+    from .cmd_import import read_program
 
-    mod = parse_file(path)
+    mod = read_program(path)
     named = pipeline_text.strip() in T.pipeline.NAMED_PIPELINES
     pipeline = T.named_pipeline(pipeline_text.strip()) if named else T.parse_pipeline(pipeline_text)
     instruments = [T.PassTimingInstrument()] if timing else []
@@ -45,10 +46,10 @@ def register(sub) -> None:
     """Add ``convert`` and ``passes``."""
     p = sub.add_parser("convert", help="convert a program to ANF, graph form or basic-block form")
     p.add_argument("--to", required=True, choices=sorted(_FORMS))
-    p.add_argument("file", help="a Relay text file")
+    p.add_argument("file", help="a Relay text file or an ONNX model")
     p.set_defaults(run=_cmd_convert)
     p = sub.add_parser("passes", help="run a pass pipeline and print the result")
-    p.add_argument("file", help="a Relay text file")
+    p.add_argument("file", help="a Relay text file or an ONNX model")
     p.add_argument("-p", "--passes", required=True,
                    help='comma-separated passes, e.g. "InferType,FuseOps(fuse-opt-level=2)", or a named '
                         'pipeline: tvm-o3 (TVM\'s opt_level-3 build), tvm-o4')
