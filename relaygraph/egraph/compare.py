@@ -73,7 +73,7 @@ def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: fl
     from ..eval.inputs import random_inputs
     from ..passes import named_pipeline
     from ..ty import infer_type
-    from .optimize import _program_cost, median_times
+    from .optimize import program_cost, median_times
 
     original = infer_type(result.original)
     piped = named_pipeline(pipeline)(original)
@@ -85,6 +85,6 @@ def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: fl
     out = PipelineComparison(pipeline, result.cost_model)
     for (label, mod), seconds in zip(programs, times, strict=True):
         ops = _ops(mod)
-        out.rows.append({"label": label, "predicted": _program_cost(mod, "main", result.cost_model),
+        out.rows.append({"label": label, "predicted": program_cost(mod, "main", result.cost_model),
                          "measured": seconds, "ops": ops, "changed": _diff(base_ops, ops)})
     return out

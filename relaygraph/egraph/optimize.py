@@ -262,7 +262,7 @@ def _constant_discount(graph) -> None:
             graph.costs[i] = 0.0
 
 
-def _program_cost(mod: IRModule, name: str, cost: str) -> float:
+def program_cost(mod: IRModule, name: str, cost: str) -> float:
     """The DAG cost of one function of a module under a cost model (the same costing as
     extraction; the module gives the types of the globals it calls)."""
     from .bridge import RelayEGraph
@@ -524,8 +524,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     ops_after = _op_histogram(after)
     res = OptimizeResult(
         module=optimized, original=mod, cost_model=cost if isinstance(cost, str) else "custom",
-        extractor=extractor, cost_before=sum(_program_cost(mod, name, cost) for name in rewritten),
-        cost_after=sum(_program_cost(compact, name, cost) for name in rewritten),
+        extractor=extractor, cost_before=sum(program_cost(mod, name, cost) for name in rewritten),
+        cost_after=sum(program_cost(compact, name, cost) for name in rewritten),
         saturation=reports.get(entry) or next(iter(reports.values())),
         extraction_seconds=extraction_seconds, optimal=optimal,
         nodes_before=sum(program_stats(f)["nodes"] for f in before),
