@@ -85,6 +85,7 @@ _LAZY = {
     "eval": ("relaygraph.eval", None),
     "passes": ("relaygraph.passes", None),
     "egraph": ("relaygraph.egraph", None),
+    "frontend": ("relaygraph.frontend", None),
 }
 
 
