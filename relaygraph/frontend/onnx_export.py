@@ -17,7 +17,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import RelayError
-from ..ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from ..ir.expr import Call, Constant, Expr, Function, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
 from ..ir.traversal import ExprMutator, iter_post_order
 from ..ir.types import TensorType, TupleType
@@ -64,7 +64,7 @@ class Emitter:
     def initializer(self, array: np.ndarray, name: str) -> str:
         """An initializer holding ``array`` under ``name`` (made unique)."""
         name = self.fresh(name)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.initializers.append(numpy_helper.from_array(np.asarray(array, order="C"), name))
         return name
 
     def const(self, array: np.ndarray, key=None) -> str:
@@ -132,12 +132,29 @@ def _prepare(mod, entry: str) -> tuple[IRModule, Function]:
         raise RelayError(f"to_onnx takes an IRModule or a Function, got {type(mod).__name__}")
     if entry not in mod:
         raise RelayError(f"to_onnx: the module has no @{entry} function to export")
-    mod = ToGraphNormalForm()(DefuseOps()(mod))
-    fn = _ExpandFused().visit(mod[entry])
-    mod = mod.copy()
-    mod[entry] = fn
+    kinds = _kinds(mod[entry])
+    if "primitive" in kinds:
+        mod = DefuseOps()(mod)
+    if "let" in kinds:
+        mod = ToGraphNormalForm()(mod)
+    if "fused" in kinds:
+        mod = mod.copy()
+        mod[entry] = _ExpandFused().visit(mod[entry])
     typed = infer_type(mod)
     return typed, typed[entry]
+
+
+def _kinds(fn: Function) -> set[str]:
+    """Which preparing steps ``fn`` needs (each pass is skipped when there is nothing to do)."""
+    out: set[str] = set()
+    for node in iter_post_order(fn.body):
+        if isinstance(node, Function) and node.attrs.get("Primitive"):
+            out.add("primitive")
+        elif isinstance(node, Let):
+            out.add("let")
+        elif isinstance(node, Op) and node.name.startswith("fused."):
+            out.add("fused")
+    return out
 
 
 def _unsupported(node) -> RelayError:

@@ -68,10 +68,32 @@ def _chain(*ops: str) -> Callable:
     return convert
 
 
-def _layout(site: Site, key: str, want: str) -> None:
-    got = site.attrs.get(key) or want
-    if got != want:
-        raise _fail(site, f"{key}={got!r}; ONNX takes {want} (convert the layout first)")
+def _perm(site: Site, layout: str, want: str) -> list[int] | None:
+    """The Transpose perm from ``layout`` to ``want`` (None when they are the same)."""
+    if layout == want or not layout:
+        return None
+    if sorted(layout) != sorted(want):
+        raise _fail(site, f"the layout {layout!r} is not a permutation of {want} (blocked layouts "
+                          "are not covered)")
+    return [layout.index(c) for c in want]
+
+
+def _to_layout(g, site: Site, name: str, layout: str, want: str) -> str:
+    perm = _perm(site, layout, want)
+    return name if perm is None else g.add("Transpose", [name], perm=perm)
+
+
+def _from_nchw(g, site: Site, name: str, layout: str) -> str:
+    """A result in NCHW transposed back to ``layout``."""
+    if _perm(site, layout, "NCHW") is None:
+        return name
+    return g.add("Transpose", [name], perm=["NCHW".index(c) for c in layout])
+
+
+def _float_only(site: Site) -> None:
+    dtype = site.in_types[0].dtype
+    if not dtype.startswith(("float", "bfloat")):
+        raise _fail(site, f"ONNX's convolutions and pools take floating point, not {dtype}")
 
 
 # -- elementwise ------------------------------------------------------------------------------------
@@ -85,9 +107,11 @@ def _clip(g, s: Site):
 
 
 def _floor_divide(g, s: Site):
-    if not s.out_type.dtype.startswith("float"):
-        raise _fail(s, f"ONNX has no floor division of {s.out_type.dtype}")
-    return g.add("Floor", [g.add("Div", s.ins)])
+    if s.out_type.dtype.startswith(("float", "bfloat")):
+        return g.add("Floor", [g.add("Div", s.ins)])
+    # integers: (a - a mod b) / b is exact, with mod taking the divisor's sign (floor semantics)
+    a, b = s.ins
+    return g.add("Div", [g.add("Sub", [a, g.add("Mod", [a, b], fmod=0)]), b])
 
 
 def _like(value: float) -> Callable:
@@ -136,57 +160,82 @@ def _pads(padding) -> list[int]:
 
 def _conv(g, s: Site):
     a = s.attrs
-    _layout(s, "data_layout", "NCHW")
-    _layout(s, "out_layout", "NCHW")
+    _float_only(s)
     transpose = s.op == "nn.conv2d_transpose"
-    _layout(s, "kernel_layout", "IOHW" if transpose else "OIHW")
-    w = s.in_types[1].shape
-    opts = dict(kernel_shape=[int(w[2]), int(w[3])], strides=list(a["strides"]),
+    data_layout, out_layout = a["data_layout"], a["out_layout"] or a["data_layout"]
+    x = _to_layout(g, s, s.ins[0], data_layout, "NCHW")
+    w = _to_layout(g, s, s.ins[1], a["kernel_layout"], "IOHW" if transpose else "OIHW")
+    kl = a["kernel_layout"]
+    ws = s.in_types[1].shape
+    opts = dict(kernel_shape=[int(ws[kl.index("H")]), int(ws[kl.index("W")])], strides=list(a["strides"]),
                 pads=_pads(a["padding"]), dilations=list(a["dilation"]), group=int(a["groups"]))
     if transpose:
-        return g.add("ConvTranspose", s.ins, output_padding=list(a["output_padding"]), **opts)
-    return g.add("Conv", s.ins, **opts)
+        y = g.add("ConvTranspose", [x, w], output_padding=list(a["output_padding"]), **opts)
+    else:
+        y = g.add("Conv", [x, w], **opts)
+    return _from_nchw(g, s, y, out_layout)
 
 
 def _pool(g, s: Site):
     a = s.attrs
-    _layout(s, "layout", "NCHW")
-    _layout(s, "out_layout", "NCHW")
+    _float_only(s)
+    x = _to_layout(g, s, s.ins[0], a["layout"], "NCHW")
     opts = dict(kernel_shape=list(a["pool_size"]), strides=list(a["strides"]), pads=_pads(a["padding"]),
                 ceil_mode=int(a["ceil_mode"]))
     dilated = any(d != 1 for d in a["dilation"])
     if s.op == "nn.max_pool2d":
-        return g.add("MaxPool", s.ins, dilations=list(a["dilation"]), **opts)
-    if dilated and g.opset < 19:
-        raise _fail(s, "a dilated average pool needs opset 19 or newer")
-    if dilated:
-        opts["dilations"] = list(a["dilation"])
-    return g.add("AveragePool", s.ins, count_include_pad=int(a["count_include_pad"]), **opts)
+        y = g.add("MaxPool", [x], dilations=list(a["dilation"]), **opts)
+    else:
+        if dilated and g.opset < 19:
+            raise _fail(s, "a dilated average pool needs opset 19 or newer")
+        if dilated:
+            opts["dilations"] = list(a["dilation"])
+        y = g.add("AveragePool", [x], count_include_pad=int(a["count_include_pad"]), **opts)
+    return _from_nchw(g, s, y, a["out_layout"] or a["layout"])
 
 
 def _global_pool(onnx_op: str) -> Callable:
     def convert(g, s: Site):
-        _layout(s, "layout", "NCHW")
-        return g.add(onnx_op, s.ins)
+        _float_only(s)
+        x = _to_layout(g, s, s.ins[0], s.attrs["layout"], "NCHW")
+        return _from_nchw(g, s, g.add(onnx_op, [x]), s.attrs["out_layout"] or s.attrs["layout"])
     return convert
 
 
 def _adaptive_avg(g, s: Site):
-    _layout(s, "layout", "NCHW")
+    _float_only(s)
+    layout = s.attrs["layout"]
+    x = _to_layout(g, s, s.ins[0], layout, "NCHW")
     out = tuple(s.attrs["output_size"])
-    if out in ((), (1,), (1, 1)):
-        return g.add("GlobalAveragePool", s.ins)
-    h, w = _static(s, s.in_types[0], "an adaptive pool to a size other than 1")[2:]
-    oh, ow = (out * 2) if len(out) == 1 else out
-    if h % oh or w % ow:
-        raise _fail(s, f"output_size {out} does not divide the input's {h}x{w}")
-    k = [h // oh, w // ow]
-    return g.add("AveragePool", s.ins, kernel_shape=k, strides=k)
+    if out in ((1,), (1, 1)):
+        y = g.add("GlobalAveragePool", [x])
+        return _from_nchw(g, s, y, s.attrs["out_layout"] or layout)
+    in_t = s.in_types[0]
+    hw = [in_t.shape[layout.index("H")], in_t.shape[layout.index("W")]]
+    if not all(is_known(d) for d in hw):
+        raise _fail(s, "an adaptive pool to a size other than 1 needs static H and W")
+    hw = [int(d) for d in hw]
+    size = hw if out == () else list(out) * 2 if len(out) == 1 else list(out)
+    y = x
+    for axis, (n, m) in zip((2, 3), zip(hw, size, strict=True), strict=True):
+        if n == m:
+            continue
+        # each output cell averages input rows floor(i*n/m) .. ceil((i+1)*n/m): one mean per cell
+        cells = []
+        for i in range(m):
+            lo, hi = g.ints([i * n // m]), g.ints([-(-(i + 1) * n // m)])
+            cell = g.add("Slice", [y, lo, hi, g.ints([axis])])
+            cells.append(g.reduce("ReduceMean", cell, [axis], keepdims=1))
+        y = g.add("Concat", cells, axis=axis) if len(cells) > 1 else cells[0]
+    if y == x:
+        y = g.add("Identity", [x])
+    return _from_nchw(g, s, y, s.attrs["out_layout"] or layout)
 
 
 def _upsampling(g, s: Site):
     a = s.attrs
-    _layout(s, "layout", "NCHW")
+    if a["layout"] != "NCHW":
+        raise _fail(s, f"layout={a['layout']!r}; ONNX's Resize here takes NCHW")
     if a["method"] == "nearest_neighbor":
         if a["align_corners"]:
             raise _fail(s, "nearest_neighbor with align_corners rounds ties unlike any ONNX nearest_mode")
@@ -212,13 +261,19 @@ def _channel_vector(g, s: Site, name: str | None, value: float, channels) -> str
 def _batch_norm(g, s: Site):
     a = s.attrs
     x_t = s.in_types[0]
-    if _axis(a["axis"], _rank(x_t)) != 1:
-        raise _fail(s, f"axis={a['axis']}; ONNX's BatchNormalization normalises axis 1")
-    c = x_t.shape[1]
+    rank = _rank(x_t)
+    axis = _axis(a["axis"], rank)
+    c = x_t.shape[axis]
     gamma = _channel_vector(g, s, s.ins[1] if a["scale"] else None, 1.0, c)
     beta = _channel_vector(g, s, s.ins[2] if a["center"] else None, 0.0, c)
-    y = g.add("BatchNormalization", [s.ins[0], gamma, beta, s.ins[3], s.ins[4]],
-              epsilon=float(a["epsilon"]))
+    x = s.ins[0]
+    perm = None
+    if axis != 1:  # ONNX normalises axis 1: move the channel axis there and back
+        perm = [0, axis] + [i for i in range(1, rank) if i != axis]
+        x = g.add("Transpose", [x], perm=perm)
+    y = g.add("BatchNormalization", [x, gamma, beta, s.ins[3], s.ins[4]], epsilon=float(a["epsilon"]))
+    if perm is not None:
+        y = g.add("Transpose", [y], perm=[perm.index(i) for i in range(rank)])
     return [y, s.ins[3], s.ins[4]]  # inference form: the moving statistics pass through
 
 
@@ -393,6 +448,13 @@ def _take(g, s: Site):
             idx = g.add("Clip", [idx, _scalar(g, 0, i_t.dtype), _scalar(g, int(dim) - 1, i_t.dtype)])
         else:
             idx = g.add("Mod", [idx, _scalar(g, int(dim), i_t.dtype)])
+    batch = int(s.attrs["batch_dims"])
+    if batch:
+        batch = _axis(batch, _rank(i_t))
+        if batch != axis:
+            raise _fail(s, f"batch_dims={batch} with axis={axis}: ONNX's GatherND needs them equal")
+        idx = g.add("Unsqueeze", [g.add("Cast", [idx], to=g.dtype("int64")), g.ints([-1])])
+        return g.add("GatherND", [data, idx], batch_dims=batch)
     return g.add("Gather", [data, idx], axis=axis)
 
 
@@ -426,16 +488,19 @@ def _reduce(onnx_op: str) -> Callable:
 
 def _arg(onnx_op: str) -> Callable:
     def convert(g, s: Site):
+        rank = _rank(s.in_types[0])
         axes = _reduce_axes(s)
-        data = s.ins[0]
-        if axes is None:
-            data, axes = g.add("Reshape", [data, g.ints([-1])]), [0]
-            if s.attrs["keepdims"]:
-                raise _fail(s, "keepdims with every axis reduced is not covered")
-        if len(axes) != 1:
-            raise _fail(s, f"ONNX's {onnx_op} reduces one axis, given {axes}")
-        out = g.add(onnx_op, [data], axis=axes[0], keepdims=int(s.attrs["keepdims"]),
-                    select_last_index=int(s.attrs["select_last_index"]))
+        axes = list(range(rank)) if axes is None else sorted(axes)
+        keep, last = int(s.attrs["keepdims"]), int(s.attrs["select_last_index"])
+        if len(axes) == 1:
+            out = g.add(onnx_op, s.ins, axis=axes[0], keepdims=keep, select_last_index=last)
+        else:  # as Relay does: the reduced axes moved last and flattened into one
+            kept = [i for i in range(rank) if i not in axes]
+            moved = g.add("Transpose", s.ins, perm=kept + axes)
+            flat = g.add("Reshape", [moved, g.ints([0] * len(kept) + [-1])])
+            out = g.add(onnx_op, [flat], axis=len(kept), keepdims=0, select_last_index=last)
+            if keep:
+                out = g.add("Unsqueeze", [out, g.ints(axes)])
         return out if s.out_type.dtype == "int64" else g.add("Cast", [out], to=g.dtype(s.out_type.dtype))
     return convert
 
