@@ -315,3 +315,33 @@ def test_cli_bad_opset_and_missing_program_exit_2(tmp_path, capsys):
     assert "opset must be an int from 13" in capsys.readouterr().err
     assert main(["export", "-o", str(tmp_path / "m.onnx")]) == 2
     assert "give a Relay file or --model" in capsys.readouterr().err
+
+
+# -- the benchmark (benchmarks/bench_onnx.py) -------------------------------------------------------
+def _bench_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_onnx.py"
+    spec = importlib.util.spec_from_file_location("bench_onnx", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_without_onnxruntime_says_how_to_install_it(monkeypatch, capsys):
+    import sys
+
+    bench = _bench_module()
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
+    monkeypatch.setattr(sys, "argv", ["bench_onnx.py", "--models", "bert"])
+    assert bench.main() == 0
+    assert "pip install -e '.[bench]'" in capsys.readouterr().out
+
+
+def test_bench_prints_the_ratio_on_an_exported_zoo_model(monkeypatch, capsys):
+    pytest.importorskip("onnxruntime")
+    bench = _bench_module()
+    monkeypatch.setattr("sys.argv", ["bench_onnx.py", "--models", "bert", "--repeat", "1"])
+    assert bench.main() == 0
+    out = capsys.readouterr().out
+    assert "bert (zoo, exported with to_onnx)" in out and "ratio" in out and "outputs agree" in out

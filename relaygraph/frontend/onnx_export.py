@@ -218,7 +218,9 @@ def to_onnx(mod, params: dict | None = None, *, opset: int | None = None, name: 
             o = g.add("Identity", [o])
         seen.add(o)
         graph_outputs.append(_value_info(o, ty, f"output {i}"))
-    graph = helper.make_graph(g.nodes, name or entry, inputs, graph_outputs, initializer=g.initializers)
+    read = {i for n in g.nodes for i in n.input} | {o.name for o in graph_outputs}
+    weights = [t for t in g.initializers if t.name in read]  # e.g. the gamma of scale=False
+    graph = helper.make_graph(g.nodes, name or entry, inputs, graph_outputs, initializer=weights)
     opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="relaygraph")
     model.ir_version = helper.find_min_ir_version_for(opsets)
