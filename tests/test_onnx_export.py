@@ -350,3 +350,16 @@ def test_bench_prints_the_ratio_on_an_exported_zoo_model(monkeypatch, capsys):
     assert bench.main() == 0
     out = capsys.readouterr().out
     assert "bert (zoo, exported with to_onnx)" in out and "ratio" in out and "outputs agree" in out
+
+
+def test_a_tuple_parameter_is_refused_clearly():
+    mod = _parse("%t.0", "%t: (Tensor[(2,), float32], Tensor[(2,), float32])")
+    with pytest.raises(rg.RelayError, match="the parameter %t has type .*ONNX graph inputs and outputs are"):
+        to_onnx(mod)
+
+
+def test_cli_unwritable_output_exits_2(tmp_path, capsys):
+    out = tmp_path / "no-such-dir" / "m.onnx"
+    assert main(["export", "--model", "residual-mlp", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "relaygraph: error:" in err and "Traceback" not in err

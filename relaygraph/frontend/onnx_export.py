@@ -20,6 +20,7 @@ from ..errors import RelayError
 from ..ir.expr import Call, Constant, Expr, Function, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
 from ..ir.traversal import ExprMutator, iter_post_order
+from ..ir.types import Any as AnyDim
 from ..ir.types import TensorType, TupleType
 from ..ops import fused_ops
 from ..ty.dims import dim_str, is_known
@@ -109,8 +110,7 @@ def _value_info(name: str, ty, what: str):
     if not isinstance(ty, TensorType):
         raise RelayError(f"cannot export to ONNX: {what} has type {ty}; ONNX graph inputs and "
                          "outputs are tensors")
-    dims = [int(d) if is_known(d) else (None if d.__class__.__name__ == "AnyDim" else dim_str(d))
-            for d in ty.shape]
+    dims = [int(d) if is_known(d) else None if d is AnyDim else dim_str(d) for d in ty.shape]
     return helper.make_tensor_value_info(name, onnx_dtype(ty.dtype), dims)
 
 
