@@ -363,3 +363,15 @@ def test_cli_unwritable_output_exits_2(tmp_path, capsys):
     assert main(["export", "--model", "residual-mlp", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "relaygraph: error:" in err and "Traceback" not in err
+
+
+def test_reshape_moving_symbolic_dims_reads_them_at_run_time():
+    # attention's head split as an importer may write it: (b, 4, s, 16) -> (4*b, s, 16) and back
+    mod = _parse("%0 = reshape(%x, newshape=[-3, -2]); %1 = nn.relu(%0); "
+                 "reshape(%1, newshape=[-4, -1, 4, -2])", "%x: Tensor[(b, 4, s, 16), float32]")
+    typed = rg.infer_type(mod)
+    assert [str(d) for d in typed.type_of(mod["main"].body.args[0]).shape] == ["4*b", "s", "16"]
+    model = to_onnx(mod)
+    assert any(n.op_type == "Gather" for n in model.graph.node)
+    x = np.random.default_rng(0).standard_normal((3, 4, 5, 16)).astype("float32")
+    _assert_same(_run_onnx(model, {"x": x}), [np.maximum(x, 0)])

@@ -337,7 +337,7 @@ def _matmul(g, s: Site):
 # -- shapes and data movement -----------------------------------------------------------------------
 def _reshape(g, s: Site):
     src, dst = s.in_types[0].shape, s.out_type.shape
-    target, free = [], 0
+    target, free = [], []
     for i, d in enumerate(dst):
         if is_known(d) and int(d) != 0:
             target.append(int(d))
@@ -345,10 +345,29 @@ def _reshape(g, s: Site):
             target.append(0)  # copied from the input: keeps a symbolic dim symbolic
         else:
             target.append(-1)
-            free += 1
-    if free > 1:
+            free.append(i)
+    if len(free) <= 1:
+        return g.add("Reshape", [s.ins[0], g.ints(target)])
+    # several symbolic dims moved: read those equal to an input dim from the input's shape at run
+    # time (a 0 in a runtime shape would still mean "copy", so every entry is explicit)
+    shape, pieces, left = None, [], 0
+    for i, d in enumerate(dst):
+        if i not in free:
+            pieces.append(g.ints([target[i]]) if target[i] != 0 else None)
+            if target[i] == 0:
+                shape = shape or g.add("Shape", [s.ins[0]])
+                pieces[-1] = g.add("Gather", [shape, g.ints([i])], axis=0)
+            continue
+        j = next((j for j, e in enumerate(src) if dims_equal(e, d) is True), None)
+        if j is None:
+            left += 1
+            pieces.append(g.ints([-1]))
+        else:
+            shape = shape or g.add("Shape", [s.ins[0]])
+            pieces.append(g.add("Gather", [shape, g.ints([j])], axis=0))
+    if left > 1:
         raise _fail(s, f"the result {s.out_type} has more than one dim not known from its input")
-    return g.add("Reshape", [s.ins[0], g.ints(target)])
+    return g.add("Reshape", [s.ins[0], g.add("Concat", pieces, axis=0)])
 
 
 def _transpose(g, s: Site):
