@@ -375,3 +375,19 @@ def test_reshape_moving_symbolic_dims_reads_them_at_run_time():
     assert any(n.op_type == "Gather" for n in model.graph.node)
     x = np.random.default_rng(0).standard_normal((3, 4, 5, 16)).astype("float32")
     _assert_same(_run_onnx(model, {"x": x}), [np.maximum(x, 0)])
+
+
+def test_cli_in_a_subprocess_reports_an_uncovered_op_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "p.relay").write_text('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32]) '
+                                      '{ annotation.compiler_end(%x, compiler="dnnl") }\n')
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.run([sys.executable, "-m", "relaygraph", "export", "p.relay", "-o", "p.onnx"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("relaygraph: error: cannot export to ONNX: the operator "
+                                  "annotation.compiler_end is not in the covered set; covered "
+                                  "operators: abs, ")
