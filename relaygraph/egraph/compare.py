@@ -73,7 +73,7 @@ def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: fl
     from ..eval.inputs import random_inputs
     from ..passes import named_pipeline
     from ..ty import infer_type
-    from .optimize import program_cost, median_times
+    from .optimize import median_times, program_cost
 
     original = infer_type(result.original)
     piped = named_pipeline(pipeline)(original)

@@ -1,8 +1,9 @@
-"""Model formats in and out: ONNX import (``from_onnx``); the onnx package does the protobuf."""
+"""Model formats in and out: ONNX import (``from_onnx``) and export (``to_onnx``); the onnx
+package reads and writes the protobuf."""
 
 from __future__ import annotations
 
-__all__ = ["from_onnx"]
+__all__ = ["from_onnx", "to_onnx"]
 
 
 def __getattr__(name: str):
@@ -11,4 +12,8 @@ def __getattr__(name: str):
         from .onnx_import import from_onnx
 
         return from_onnx
+    if name == "to_onnx":
+        from .onnx_export import to_onnx
+
+        return to_onnx
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
