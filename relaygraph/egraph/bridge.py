@@ -277,7 +277,7 @@ class RelayEGraph:
 
     def extract(self, extractor: str | Callable = "tree",
                 cost: str | Callable | None = "node-count") -> Function:
-        """The best program under ``cost`` by ``extractor`` (tree, greedy-dag, greedy-dag+ls, ilp or a function)."""
+        """The best program under ``cost`` by ``extractor`` (tree, greedy-dag[+ls], ilp or a function)."""
         from . import extract as ex
 
         graph = self.extraction_graph(cost)
@@ -287,7 +287,8 @@ class RelayEGraph:
             try:
                 extractor = table[extractor]
             except KeyError:
-                raise RelayError(f"unknown extractor {extractor!r}; known: tree, greedy-dag, greedy-dag+ls, ilp") from None
+                raise RelayError(f"unknown extractor {extractor!r}; known: tree, greedy-dag, greedy-dag+ls, "
+                                 f"ilp") from None
         result = extractor(graph)
         return self.read_back(graph, result.choice)
 

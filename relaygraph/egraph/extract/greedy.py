@@ -20,11 +20,11 @@ cheapest of its nodes whose children are settled.
 by local search: a needed class switches to another of its nodes whenever that lowers the DAG
 cost of the whole answer, counted exactly with reference counts, and keeps the answer acyclic.
 
-Negative costs: every answer is still complete and acyclic and every run ends (a class improves
-at most ``_MAX_IMPROVEMENTS`` times, so the work stays within a constant factor of the graph's
-size); the lower bound is not used, and the estimate behind a choice may then miss that a
-shared negative node is counted once, so the greedy answer is a heuristic as always; local
-search takes any finite costs as they are.
+Negative costs: every answer is still complete and acyclic and every run ends: a class
+re-chooses a bounded number of times (``_MAX_IMPROVEMENTS_NEGATIVE``), so the work stays within
+a constant factor of the e-graph's size. The lower bound is not used then, and a greedy choice is
+a heuristic as always (it may miss that a shared negative node is paid once). Local search
+counts any finite costs exactly, so it is the step that repairs most of that.
 """
 
 from __future__ import annotations
@@ -33,19 +33,22 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Sequence
 
 from ...ir.node import paused_gc
 from . import pset
 from .check import ExtractionResult, find_cycle, make_result, needed_classes
 from .gym import ExtractionGraph
-from .tree import require_roots
+from .tree import require_roots, tree_choice
 
 __all__ = ["greedy_dag", "greedy_choice", "realize_acyclic", "improve_choice"]
 
 _REL_EPS = 1e-12  # an improvement smaller than this is float noise, not a better term
 # A class re-chooses at most this many times. With non-negative costs the cheapest-first order
-# makes this rare; with negative ones it bounds what would otherwise be a long cascade.
+# makes re-choices rare (the corpus never comes near the bound); with negative ones a class's
+# improvement can start a cascade through its ancestors, and local search does better work.
 _MAX_IMPROVEMENTS = 64
+_MAX_IMPROVEMENTS_NEGATIVE = 2
 
 
 def _beats(value: float, best: float) -> bool:
@@ -72,6 +75,7 @@ def greedy_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
     # With no negative cost a union weighs at least as much as its heaviest operand, which
     # makes "cost + dearest child" a lower bound on a node's value.
     bounded = all(c >= 0 for c in costs)
+    cap = _MAX_IMPROVEMENTS if bounded else _MAX_IMPROVEMENTS_NEGATIVE
     # Candidates are taken cheapest first (as in Dijkstra's algorithm), so a class usually gets
     # its final node at once instead of improving many times. An entry is stale once its node
     # was re-evaluated (``version``). Entries are (key, node, version, exact, set): ``exact``
@@ -87,7 +91,7 @@ def greedy_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
     def evaluate(node: int) -> None:
         k = classes[node]
         settled = key_of[k] >= 0
-        if settled and improvements[k] >= _MAX_IMPROVEMENTS:
+        if settled and improvements[k] >= cap:
             return
         if bounded and len(kids[node]) > 1:
             bound = costs[node] + max(best_total[c] for c in kids[node])
@@ -208,21 +212,22 @@ def _post_order(graph: ExtractionGraph, choice: dict[int, int], kids: list[tuple
 
 
 def improve_choice(graph: ExtractionGraph, choice: dict[int, int],
-                   alternatives: dict[int, int] | None = None, *, max_passes: int = 8,
+                   alternatives: Sequence[dict[int, int]] = (), *, max_passes: int = 8,
                    work_factor: int = 8) -> tuple[dict[int, int], int]:
-    """Local search from a valid ``choice``: (a choice at most as costly, the number of swaps).
+    """Local search from a valid ``choice``: (a choice at most as costly, the number of switches).
 
     A needed class switches to another of its usable nodes whenever that lowers the exact DAG
-    cost; classes the new node needs and the answer did not take the node in ``alternatives``
-    (a class without one there rules the switch out). A switch is taken only when every class
-    it adds sits below the switched class in a topological order of the answer, so the answer
-    stays acyclic. Passes repeat until one changes nothing, at most ``max_passes``, and the
-    classes visited stay under ``work_factor`` times the e-graph's size: near-linear.
+    cost. Classes the new node needs and the answer lacks take their last node in the answer,
+    else their node in the first of ``alternatives`` that gives a valid switch (a class with
+    none rules the switch out). A switch that would close a cycle is never taken. Passes repeat
+    until one changes nothing, at most ``max_passes``, and the classes visited stay under
+    ``work_factor`` times the e-graph's size: near-linear.
     """
     costs, class_nodes, roots = graph.costs, graph.class_nodes, graph.roots
     kids = [tuple(dict.fromkeys(ccs)) for ccs in graph.child_classes]
     usable = [graph.usable(i) for i in range(graph.num_nodes)]
-    cur = dict(alternatives or {})
+    maps = [dict(m) for m in alternatives]
+    cur = dict(maps[0]) if maps else {}
     cur.update(choice)
     needed = needed_classes(graph, choice)
     refs = [0] * graph.num_classes  # needed classes whose chosen node has this child; roots +1
@@ -231,53 +236,77 @@ def improve_choice(graph: ExtractionGraph, choice: dict[int, int],
     for k in needed:
         for c in kids[cur[k]]:
             refs[c] += 1
+    # Positions of a topological order of the answer (children lower): a class placed below the
+    # switched one cannot need it, so most switches are checked without a search.
     pos = _post_order(graph, cur, kids)
     scale = max(1.0, math.fsum(abs(costs[cur[k]]) for k in needed))
     tol = _REL_EPS * scale
-    budget = work_factor * (graph.num_nodes + sum(len(k) for k in kids) + 1)
+    size = graph.num_nodes + sum(len(k) for k in kids) + 1
+    budget = work_factor * size
     work = 0
-    swaps = 0
 
-    def attempt(k: int, old: int, new: int) -> bool:
-        """Switch class ``k`` from ``old`` to ``new`` if that is acyclic and cheaper; else undo."""
+    def needs(c: int, k: int) -> bool:
+        """Whether the answer's class ``c`` needs ``k`` (searching only above ``k`` in the order)."""
         nonlocal work
+        limit = pos[k]
+        seen = {c}
+        stack = [c]
+        while stack:
+            x = stack.pop()
+            work += 1
+            if x == k:
+                return True
+            for y in kids[cur[x]]:
+                if y not in seen and pos[y] >= limit:
+                    seen.add(y)
+                    stack.append(y)
+        return False
+
+    def attempt(k: int, old: int, new: int, alt: dict[int, int] | None) -> tuple[bool, bool]:
+        """Switch ``k`` from ``old`` to ``new`` if that is acyclic and cheaper, else undo.
+
+        Returns (switched, whether classes outside the answer were involved)."""
+        nonlocal work, pos
         limit = pos[k]
         inc: list[int] = []
         dec: list[int] = []
-        added: list[int] = []  # newly needed classes, children first
+        added: list[tuple[int, int]] = []  # newly needed classes and their nodes, children first
         active: set[int] = set()
         finished: set[int] = set()
+        reorder = False
         low = -math.inf  # the highest position among the answer's classes the switch reaches
         gain = costs[old] - costs[new]
         ok = True
-        frames = [(-1, kids[new], 0)]
+        frames = [(-1, -1, kids[new], 0)]
         while frames and ok:
-            x, ks, i = frames[-1]
+            x, xn, ks, i = frames[-1]
             if i == len(ks):
                 frames.pop()
                 if x >= 0:
                     active.discard(x)
                     finished.add(x)
-                    added.append(x)
+                    added.append((x, xn))
                 continue
-            frames[-1] = (x, ks, i + 1)
+            frames[-1] = (x, xn, ks, i + 1)
             c = ks[i]
             refs[c] += 1
             inc.append(c)
             work += 1
-            if refs[c] == 1:  # not in the answer yet: it comes with its alternative node
-                node = cur.get(c)
+            if refs[c] == 1:  # not in the answer: it comes with a node of its own
+                node = cur.get(c) if alt is None else alt.get(c, cur.get(c))
                 if node is None or not usable[node]:
                     ok = False
                     break
                 gain -= costs[node]
                 active.add(c)
-                frames.append((c, kids[node], 0))
+                frames.append((c, node, kids[node], 0))
             elif c in active:
-                ok = False  # the alternatives form a cycle
+                ok = False  # the new classes' nodes form a cycle
             elif c not in finished:
                 if pos[c] >= limit:
-                    ok = False  # it may need ``k`` itself
+                    if needs(c, k):
+                        ok = False
+                    reorder = True
                 low = max(low, pos[c])
         if ok:
             stack = list(kids[old])
@@ -294,37 +323,56 @@ def improve_choice(graph: ExtractionGraph, choice: dict[int, int],
                 refs[c] -= 1
             for c in dec:
                 refs[c] += 1
-            return False
+            return False, bool(added) or not ok
         cur[k] = new
-        if added:
+        for c, node in added:
+            cur[c] = node
+        if added and not reorder:
             # New classes fit between what they reach and ``k``, in the order they finished.
             base = low if low > -math.inf else limit - 1.0
             step = (limit - base) / (len(added) + 1)
             values = [base + step * (j + 1) for j in range(len(added))]
-            if all(base < a < b < limit for a, b in zip(values, values[1:] + [limit], strict=True)):
-                for c, v in zip(added, values, strict=True):
+            reorder = not all(base < a < b < limit
+                              for a, b in zip(values, values[1:] + [limit], strict=True))
+            if not reorder:
+                for (c, _), v in zip(added, values, strict=True):
                     pos[c] = v
-            else:  # float positions ran out of room: renumber the whole answer
-                pos[:] = _post_order(graph, cur, kids)
-        return True
+        if reorder:  # the order no longer fits the answer (or ran out of float room): renumber
+            pos = _post_order(graph, cur, kids)
+            work += size
+        return True, bool(added)
 
+    # With no negative cost, a switch frees at most the tree cost below the old node, so a new
+    # node that alone costs the old node's whole tree cannot pay: it is skipped without a walk.
+    # Tree costs are taken once a pass, so after a switch they are estimates.
+    signed = any(c < 0 for c in costs)
+    swaps = 0
     for _ in range(max_passes):
         changed = False
-        for k in sorted((k for k in range(graph.num_classes) if refs[k] > 0), key=pos.__getitem__,
-                        reverse=True):
+        order = sorted((k for k in range(graph.num_classes) if refs[k] > 0), key=pos.__getitem__)
+        below = [math.inf] * graph.num_classes
+        if not signed:
+            for k in order:  # children first
+                below[k] = costs[cur[k]] + sum(below[c] for c in kids[cur[k]])
+        for k in reversed(order):
             if refs[k] == 0:
                 continue  # an earlier switch in this pass dropped it
             for n in class_nodes[k]:
                 if work > budget:
                     break
                 old = cur[k]
-                if n != old and usable[n] and attempt(k, old, n):
-                    swaps += 1
-                    changed = True
+                if n == old or not usable[n] or costs[n] >= below[k]:
+                    continue
+                for alt in (None, *maps[1:]):
+                    switched, involved = attempt(k, old, n, alt)
+                    if switched:
+                        swaps += 1
+                        changed = True
+                    if switched or not involved:
+                        break
         if not changed or work > budget:
             break
-    improved = {k: cur[k] for k in needed_classes(graph, cur)}
-    return improved, swaps
+    return {k: cur[k] for k in needed_classes(graph, cur)}, swaps
 
 
 def greedy_dag(graph: ExtractionGraph, *, improve: bool = False) -> ExtractionResult:
@@ -346,10 +394,18 @@ def greedy_dag(graph: ExtractionGraph, *, improve: bool = False) -> ExtractionRe
     if not improve:
         return make_result("greedy-dag", graph, choice, time.perf_counter() - start, notes=notes)
     first = make_result("greedy-dag", graph, choice, 0.0)
-    better, swaps = improve_choice(graph, first.choice, full)
-    result = make_result("greedy-dag+ls", graph, better, 0.0)
-    if not result.dag_cost <= first.dag_cost:  # float sums of the deltas misled it: keep greedy's
-        result, swaps = make_result("greedy-dag+ls", graph, first.choice, 0.0), 0
-    notes.update(greedy_cost=first.dag_cost, swaps=swaps)
+    # Search from greedy's answer and from the tree-optimal one (they often end in different
+    # places); new classes take the greedy nodes first, the tree ones (acyclic among themselves)
+    # when those fail.
+    trees, _ = tree_choice(graph, every_class=True)
+    result, swaps, start_name = first, 0, "greedy"
+    tree_answer = {k: trees[k] for k in needed_classes(graph, trees)}
+    for name, origin in (("greedy", first.choice), ("tree", tree_answer)):
+        better, n = improve_choice(graph, origin, [full, trees])
+        found = make_result("greedy-dag+ls", graph, better, 0.0)
+        if found.dag_cost < result.dag_cost:  # never above greedy's, whatever float sums said
+            result, swaps, start_name = found, n, name
+    result.extractor = "greedy-dag+ls"
+    notes.update(greedy_cost=first.dag_cost, swaps=swaps, start=start_name)
     result.notes, result.seconds = notes, time.perf_counter() - start
     return result

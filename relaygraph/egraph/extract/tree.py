@@ -24,10 +24,11 @@ from .gym import ExtractionError, ExtractionGraph
 __all__ = ["tree", "tree_choice", "require_roots"]
 
 
-def tree_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
-    """The tree-optimal node of every class that has an acyclic term, and each class's tree cost.
+def tree_choice(graph: ExtractionGraph, *, every_class: bool = False) -> tuple[dict[int, int], list[float]]:
+    """The tree-optimal node of the classes that have an acyclic term, and their tree costs.
 
-    Both are exact when no cost is negative; otherwise the choice is a valid acyclic one.
+    It stops once the roots are settled unless ``every_class``. Both are exact when no cost is
+    negative; otherwise the choice is a valid acyclic one.
     """
     costs, child_classes, classes = graph.costs, graph.child_classes, graph.classes
     parents = graph.parents
@@ -37,7 +38,7 @@ def tree_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
     heap = [(costs[i], i) for i in range(graph.num_nodes) if not child_classes[i] and graph.usable(i)]
     heapq.heapify(heap)
     roots_left = set(graph.roots)
-    while heap and roots_left:
+    while heap and (roots_left or every_class):
         value, node = heapq.heappop(heap)
         k = classes[node]
         if k in choice:
