@@ -102,6 +102,12 @@ def test_improve_choice_starts_from_any_valid_answer():
     assert check(g, wider) <= tree.dag_cost
 
 
+def test_improve_choice_refuses_an_invalid_start():
+    g = load_gym(GYM / "test_data" / "crafted" / "tree_plus_cycles.json")
+    with pytest.raises(rg.extract.InvalidChoice, match="has no chosen node"):
+        improve_choice(g, {})
+
+
 def test_local_search_refuses_swaps_that_close_a_cycle():
     # a's other node f(b) would be cheaper, but b's only node needs a: the swap must not happen.
     g = _graph({

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 from ...ir.node import paused_gc
 from . import pset
-from .check import ExtractionResult, find_cycle, make_result, needed_classes
+from .check import ExtractionResult, check, find_cycle, make_result, needed_classes
 from .gym import ExtractionGraph
 from .tree import require_roots, tree_choice
 
@@ -221,8 +221,10 @@ def improve_choice(graph: ExtractionGraph, choice: dict[int, int],
     else their node in the first of ``alternatives`` that gives a valid switch (a class with
     none rules the switch out). A switch that would close a cycle is never taken. Passes repeat
     until one changes nothing, at most ``max_passes``, and the classes visited stay under
-    ``work_factor`` times the e-graph's size: near-linear.
+    ``work_factor`` times the e-graph's size: near-linear. An invalid ``choice`` raises
+    InvalidChoice.
     """
+    check(graph, choice)
     costs, class_nodes, roots = graph.costs, graph.class_nodes, graph.roots
     kids = [tuple(dict.fromkeys(ccs)) for ccs in graph.child_classes]
     usable = [graph.usable(i) for i in range(graph.num_nodes)]
