@@ -24,7 +24,8 @@ Negative costs: every answer is still complete and acyclic and every run ends: a
 re-chooses a bounded number of times (``_MAX_IMPROVEMENTS_NEGATIVE``), so the work stays within
 a constant factor of the e-graph's size. The lower bound is not used then, and a greedy choice is
 a heuristic as always (it may miss that a shared negative node is paid once). Local search
-counts any finite costs exactly, so it is the step that repairs most of that.
+counts any finite costs exactly; it switches one class at a time, so an answer that needs two
+classes switched at once (a cycle of negative nodes, say) can stay out of its reach.
 """
 
 from __future__ import annotations
