@@ -19,7 +19,7 @@ __all__ = ["positive", "known", "limits", "optimize_options", "call_options", "r
            "EXTRACTORS", "cost_model_names"]
 
 # The extractors ``rg.optimize`` runs, by the names the command line and the API take.
-EXTRACTORS = ("tree", "greedy-dag", "ilp")
+EXTRACTORS = ("tree", "greedy-dag", "greedy-dag+ls", "ilp")
 
 
 def positive(name: str, value, *, integer: bool = False, allow_none: bool = True):

@@ -100,7 +100,7 @@ def test_unreadable_file_is_named(files, capsys, monkeypatch):
     ("--node-limit", "0", "--node-limit must be a positive integer, got 0"),
     ("--iter-limit", "-1", "--iter-limit must be a positive integer, got -1"),
     ("--cost", "bogus", "unknown cost model 'bogus'; known: node-count, flops, bytes, latency, measured"),
-    ("--extractor", "bogus", "unknown extractor 'bogus'; known: tree, greedy-dag, ilp"),
+    ("--extractor", "bogus", "unknown extractor 'bogus'; known: tree, greedy-dag, greedy-dag+ls, ilp"),
 ])
 def test_optimize_refuses_bad_limits_and_names(files, capsys, flag, value, message):
     code, err = run(capsys, "optimize", files / "m.relay", flag, value)
@@ -122,7 +122,7 @@ def test_other_commands_refuse_non_positive_counts(files, capsys, argv, message)
 
 @pytest.mark.parametrize("options,message", [
     ({"cost": "bogus"}, "unknown cost model 'bogus'; known: node-count, flops"),
-    ({"extractor": "bogus"}, "unknown extractor 'bogus'; known: tree, greedy-dag, ilp"),
+    ({"extractor": "bogus"}, r"unknown extractor 'bogus'; known: tree, greedy-dag, greedy-dag\+ls, ilp"),
     ({"time_limit": -5}, "time_limit must be a positive number of seconds, got -5"),
     ({"node_limit": 0}, "node_limit must be a positive integer, got 0"),
     ({"iter_limit": -1}, "iter_limit must be a positive integer, got -1"),
@@ -157,7 +157,7 @@ def test_the_names_in_the_help_are_those_the_validator_knows():
     from relaygraph.egraph.cost import COST_MODELS
 
     assert list(COSTS) == cost_model_names() == list(COST_MODELS)
-    assert set(EXTRACTORS) <= {"tree", "greedy-dag", "ilp"}
+    assert set(EXTRACTORS) <= {"tree", "greedy-dag", "greedy-dag+ls", "ilp"}
 
 
 # -- item 5: directories and empty files ---------------------------------------------------------

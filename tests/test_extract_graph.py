@@ -61,7 +61,7 @@ def test_duplicate_roots_are_needed_once():
     ({"nodes": []}, "'nodes' object"),
     (_doc({"x": {"op": "x"}}), "needs an 'eclass'"),
     (_doc({"x": {"op": "x", "eclass": "a", "children": ["nope"]}}), "child 'nope', which is not a node"),
-    (_doc({"x": {"op": "x", "eclass": "a", "cost": -1.0}}), "finite and non-negative"),
+    (_doc({"x": {"op": "x", "eclass": "a", "cost": float("nan")}}), "node .x. has cost nan"),
     (_doc({"x": {"op": "x", "eclass": "a", "cost": "cheap"}}), "non-numeric cost"),
     (_doc({"x": {"op": "x", "eclass": "a"}}, roots=("b",)), "root e-class 'b' has no nodes"),
     (_doc({"x": {"op": "x", "eclass": "a"}}, roots=()), "non-empty list"),

@@ -291,16 +291,18 @@ class RelayEGraph:
 
     def extract(self, extractor: str | Callable = "tree",
                 cost: str | Callable | None = "node-count") -> Function:
-        """The best program under ``cost`` by ``extractor`` (tree, greedy-dag, ilp or a function)."""
+        """The best program under ``cost`` by ``extractor`` (tree, greedy-dag[+ls], ilp or a function)."""
         from . import extract as ex
 
         graph = self.extraction_graph(cost)
         if isinstance(extractor, str):
-            table = {"tree": ex.tree, "greedy-dag": ex.greedy_dag, "greedy_dag": ex.greedy_dag, "ilp": ex.ilp}
+            table = {"tree": ex.tree, "greedy-dag": ex.greedy_dag, "greedy_dag": ex.greedy_dag, "ilp": ex.ilp,
+                     "greedy-dag+ls": lambda g: ex.greedy_dag(g, improve=True)}
             try:
                 extractor = table[extractor]
             except KeyError:
-                raise RelayError(f"unknown extractor {extractor!r}; known: tree, greedy-dag, ilp") from None
+                raise RelayError(f"unknown extractor {extractor!r}; known: tree, greedy-dag, greedy-dag+ls, "
+                                 f"ilp") from None
         result = extractor(graph)
         return self.read_back(graph, result.choice)
 

@@ -478,6 +478,7 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     mod = infer_type(mod)
     loading.done(f"{len(rule_objects)} rules")
     extractors = {"tree": ex.tree, "greedy-dag": ex.greedy_dag,
+                  "greedy-dag+ls": lambda g: ex.greedy_dag(g, improve=True),
                   "ilp": lambda g: ex.ilp(g, time_limit=ilp_time_limit)}
     names = _function_names(mod, functions)
 

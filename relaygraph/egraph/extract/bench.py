@@ -18,7 +18,7 @@ from .tree import tree
 __all__ = ["EXTRACTORS", "FIELDS", "run_file", "relative_labels", "Table", "format_table", "markdown_table",
            "write_csv", "plot", "machine_description", "TABLE_WIDTH"]
 
-EXTRACTORS = ("tree", "greedy-dag", "ilp", "egglog")
+EXTRACTORS = ("tree", "greedy-dag", "greedy-dag+ls", "ilp", "egglog")
 FIELDS = ("file", "extractor", "nodes", "classes", "tree_cost", "dag_cost", "seconds", "optimal",
           "gap", "status")
 
@@ -28,6 +28,8 @@ def _run(name: str, graph, time_limit: float, greedy: ExtractionResult | None) -
         return tree(graph)
     if name == "greedy-dag":
         return greedy if greedy is not None else greedy_dag(graph)
+    if name == "greedy-dag+ls":
+        return greedy_dag(graph, improve=True)
     if name == "ilp":
         return ilp(graph, time_limit=time_limit)
     if name == "egglog":

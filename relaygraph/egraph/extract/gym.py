@@ -10,7 +10,9 @@ The format (egglog serializes to it too)::
 A child is written as a node id but stands for that node's whole e-class. Internally nodes and
 classes are numbered densely (node ``i``, class ``k``) so the extractors work on lists.
 Costs are floats: tree costs of deep residual networks stay finite far beyond what 64-bit
-integers hold.
+integers hold. Any finite cost is accepted, negative and zero ones too (some published data sets
+use them); NaN and infinite costs, dangling children and roots without nodes are refused with
+the node or class named. What each extractor guarantees under negative costs is in its docstring.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -68,9 +71,9 @@ class ExtractionGraph:
     def _validate(self) -> None:
         n, c = len(self.node_ids), len(self.class_ids)
         for i, cost in enumerate(self.costs):
-            if not math.isfinite(cost) or cost < 0:
+            if not math.isfinite(cost):
                 raise ExtractionError(f"{self.name}: node {self.node_ids[i]!r} has cost {cost!r}; "
-                                      f"costs must be finite and non-negative")
+                                      f"costs must be finite numbers")
         for i, (k, ch) in enumerate(zip(self.classes, self.children, strict=True)):
             if not 0 <= k < c:
                 raise ExtractionError(f"{self.name}: node {self.node_ids[i]!r} has no valid class")
@@ -80,8 +83,15 @@ class ExtractionGraph:
         if not self.roots:
             raise ExtractionError(f"{self.name}: no root e-classes")
         for r in self.roots:
-            if not 0 <= r < c:
-                raise ExtractionError(f"{self.name}: unknown root class index {r}")
+            if not isinstance(r, int) or not 0 <= r < c:
+                raise ExtractionError(f"{self.name}: unknown root class index {r!r}")
+        filled = set(self.classes)
+        for r in self.roots:
+            if r not in filled:
+                raise ExtractionError(f"{self.name}: root e-class {self.class_ids[r]!r} has no nodes")
+        for i in self.subsumed:
+            if not isinstance(i, int) or not 0 <= i < n:
+                raise ExtractionError(f"{self.name}: subsumed node index {i!r} is not a node")
 
     # -- sizes and indexes ------------------------------------------------------------------
     @property
@@ -163,8 +173,20 @@ class ExtractionGraph:
             json.dump(self.to_json(), f)
 
 
-def from_json(doc: Any, name: str = "<json>") -> ExtractionGraph:
-    """An ExtractionGraph from a parsed extraction-gym JSON document."""
+_MISSING_ROOTS = ("error", "drop")
+
+
+def from_json(doc: Any, name: str = "<json>", *, missing_roots: str = "error") -> ExtractionGraph:
+    """An ExtractionGraph from a parsed extraction-gym JSON document.
+
+    A root e-class with no nodes is refused, naming it (``missing_roots="error"``). Some
+    published files list a root id that a merge made non-canonical, next to the root it merged
+    into; ``missing_roots="drop"`` drops such roots with a warning and refuses the file only when
+    no root is left.
+    """
+    if missing_roots not in _MISSING_ROOTS:
+        raise ExtractionError(f"missing_roots must be one of {', '.join(_MISSING_ROOTS)}, "
+                              f"got {missing_roots!r}")
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
         raise ExtractionError(f"{name}: expected an object with a 'nodes' object")
     raw_nodes = doc["nodes"]
@@ -185,9 +207,15 @@ def from_json(doc: Any, name: str = "<json>") -> ExtractionGraph:
         cost = entry.get("cost", 1.0)
         if isinstance(cost, bool) or not isinstance(cost, (int, float)):
             raise ExtractionError(f"{name}: node {nid!r} has a non-numeric cost {cost!r}")
+        try:
+            cost = float(cost)
+        except OverflowError:  # an integer too large for a float
+            cost = math.inf
+        if not math.isfinite(cost):
+            raise ExtractionError(f"{name}: node {nid!r} has cost {cost!r}; costs must be finite numbers")
         ops.append(str(entry.get("op", "")))
         classes.append(class_index.setdefault(str(entry["eclass"]), len(class_index)))
-        costs.append(float(cost))
+        costs.append(cost)
         if entry.get("subsumed"):
             subsumed.append(i)
         extra = {k: v for k, v in entry.items() if k not in _NODE_KEYS}
@@ -196,9 +224,17 @@ def from_json(doc: Any, name: str = "<json>") -> ExtractionGraph:
     roots = doc.get("root_eclasses")
     if not isinstance(roots, list) or not roots:
         raise ExtractionError(f"{name}: 'root_eclasses' must be a non-empty list")
+    bad_root = next((r for r in roots if not isinstance(r, (str, int)) or isinstance(r, bool)), None)
+    if bad_root is not None:
+        raise ExtractionError(f"{name}: root e-class {bad_root!r} is not a class id")
     missing = [r for r in roots if str(r) not in class_index]
+    if missing and (missing_roots == "error" or len(missing) == len(roots)):
+        kept = "" if missing_roots == "error" else " (and no other root has nodes)"
+        raise ExtractionError(f"{name}: root e-class {missing[0]!r} has no nodes{kept}")
     if missing:
-        raise ExtractionError(f"{name}: root e-class {missing[0]!r} has no nodes")
+        warnings.warn(f"{name}: dropped root e-class{'es' if len(missing) > 1 else ''} "
+                      f"{', '.join(repr(str(r)) for r in missing)} with no nodes", stacklevel=3)
+        roots = [r for r in roots if str(r) in class_index]
     class_data = doc.get("class_data") or {}
     if not isinstance(class_data, dict):
         raise ExtractionError(f"{name}: 'class_data' must be an object")
@@ -208,8 +244,8 @@ def from_json(doc: Any, name: str = "<json>") -> ExtractionGraph:
                            class_data=class_data, node_data=node_data, meta=meta, name=name)
 
 
-def load_gym(path: str | os.PathLike) -> ExtractionGraph:
-    """Read an extraction-gym JSON file (the format egglog serializes to)."""
+def load_gym(path: str | os.PathLike, *, missing_roots: str = "error") -> ExtractionGraph:
+    """Read an extraction-gym JSON file (the format egglog serializes to); see ``from_json``."""
     name = os.fspath(path)
     try:
         with open(path) as f:
@@ -220,7 +256,7 @@ def load_gym(path: str | os.PathLike) -> ExtractionGraph:
         raise ExtractionError(f"{name}: is a directory, not an e-graph file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ExtractionError(f"{name}: not valid JSON: {exc}") from None
-    return from_json(doc, name=os.path.basename(name))
+    return from_json(doc, name=os.path.basename(name), missing_roots=missing_roots)
 
 
 def from_egglog(egraph, roots: Sequence[Any] = (), *, name: str = "<egglog>") -> ExtractionGraph:

@@ -5,6 +5,11 @@ taken cheapest first, and the first candidate taken for a class is that class's 
 non-negative and a node's tree cost is its cost plus its children's, so no later candidate can
 be cheaper). Classes are settled in an order where children come first, so the choice is
 acyclic by construction, and a class that is never settled has no acyclic term at all.
+
+Negative costs: the answer is still complete and acyclic, each class is settled once and the run
+ends after one pass, but it is tree-optimal only when no node costs less than zero (then a
+parent can be cheaper than its child, and with a cycle through a negative node the tree cost
+has no minimum at all). ``notes["tree_optimal"]`` says which case a result is in.
 """
 
 from __future__ import annotations
@@ -19,8 +24,12 @@ from .gym import ExtractionError, ExtractionGraph
 __all__ = ["tree", "tree_choice", "require_roots"]
 
 
-def tree_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
-    """The tree-optimal node of every class that has an acyclic term, and each class's tree cost."""
+def tree_choice(graph: ExtractionGraph, *, every_class: bool = False) -> tuple[dict[int, int], list[float]]:
+    """The tree-optimal node of the classes that have an acyclic term, and their tree costs.
+
+    It stops once the roots are settled unless ``every_class``. Both are exact when no cost is
+    negative; otherwise the choice is a valid acyclic one.
+    """
     costs, child_classes, classes = graph.costs, graph.child_classes, graph.classes
     parents = graph.parents
     best = [math.inf] * graph.num_classes
@@ -29,7 +38,7 @@ def tree_choice(graph: ExtractionGraph) -> tuple[dict[int, int], list[float]]:
     heap = [(costs[i], i) for i in range(graph.num_nodes) if not child_classes[i] and graph.usable(i)]
     heapq.heapify(heap)
     roots_left = set(graph.roots)
-    while heap and roots_left:
+    while heap and (roots_left or every_class):
         value, node = heapq.heappop(heap)
         k = classes[node]
         if k in choice:
@@ -53,8 +62,10 @@ def require_roots(graph: ExtractionGraph, choice: dict[int, int]) -> None:
 
 
 def tree(graph: ExtractionGraph) -> ExtractionResult:
-    """Extract the tree-cost-optimal term of every root."""
+    """Extract the tree-cost-optimal term of every root (optimal when no cost is negative)."""
     start = time.perf_counter()
     choice, _ = tree_choice(graph)
     require_roots(graph, choice)
-    return make_result("tree", graph, choice, time.perf_counter() - start)
+    optimal = all(c >= 0 for c in graph.costs)
+    return make_result("tree", graph, choice, time.perf_counter() - start,
+                       notes={"tree_optimal": optimal})
