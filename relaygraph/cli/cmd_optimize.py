@@ -140,7 +140,7 @@ def register(sub) -> None:
     p = sub.add_parser("optimize", help="rewrite a program by equality saturation and extract the best")
     add_program_arguments(p)
     p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
-                                              "rules/fusion.rules)")
+                                              "rules/fusion.rules, rules/cpu.rules)")
     p.add_argument("--cost", default="latency",
                    help=f"cost model: {', '.join(COSTS)} (default latency)")
     p.add_argument("--extractor", default="ilp",
