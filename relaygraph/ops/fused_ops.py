@@ -156,8 +156,10 @@ _IN_PLACE = {
 
 
 def _is_input(y, args) -> bool:
+    """True when ``y`` may share memory with an input (writing into it would change the input).
+    A kernel's fresh result is often a reshaped view of its own buffer, which is safe to write."""
     for a in args:
-        if y is a:
+        if y is a or (type(a) is np.ndarray and np.may_share_memory(y, a)):
             return True
     return False
 
@@ -327,7 +329,7 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
         # the whole group makes one output and at most one temporary (that is what fusing buys).
         y = np.asarray(anchor_kernel(args[:n_anchor], attrs))
         flags = y.flags
-        if not (flags.writeable and flags.owndata) or _is_input(y, args):
+        if not flags.writeable or _is_input(y, args):
             y = np.array(y)  # never write into an input
         k = n_anchor
         for takes, step_attrs, fast, op in plan:
