@@ -91,6 +91,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                    progress=not args.no_progress, functions=args.function or None,
                    keep_fused_ops=args.keep_fused_ops)
     print(res.summary())
+    print(speedup_line(res))
     if args.compare_pipeline:
         from ..egraph.compare import compare_pipeline
 
@@ -112,6 +113,13 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if res.check_passed is True or args.no_check:
         return 0
     return _check_failed(res, args)
+
+
+def speedup_line(res) -> str:
+    """The cost model's predicted speedup beside the measured one, as the demo shows them."""
+    predicted = f"{res.cost_before / res.cost_after:.2f}x" if res.cost_after > 0 else "n/a"
+    measured = f"{res.speedup:.2f}x" if res.speedup is not None else "not measured (--no-check)"
+    return f"speedup: predicted {predicted} ({res.cost_model} model), measured {measured} (numpy, median)"
 
 
 def _may_write(res, args: argparse.Namespace) -> bool:
@@ -158,7 +166,7 @@ def register(sub) -> None:
     p = sub.add_parser("optimize", help="rewrite a program by equality saturation and extract the best")
     add_program_arguments(p)
     p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
-                                              "rules/fusion.rules)")
+                                              "rules/fusion.rules, rules/cpu.rules)")
     p.add_argument("--cost", default="latency",
                    help=f"cost model: {', '.join(COSTS)} (default latency)")
     p.add_argument("--extractor", default="ilp",

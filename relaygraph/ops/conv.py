@@ -140,6 +140,12 @@ def _conv2d_infer(args, a):
 
 def conv2d_nchw(x, w, strides, padding, dilation, groups, out_dtype=None):
     """Convolution of NCHW data with an OIHW weight; padding may be negative (cropping)."""
+    out_dtype = out_dtype or x.dtype
+    if min(padding) >= 0:
+        if groups == 1:
+            return _conv2d_gemm(x, w, strides, padding, dilation).astype(out_dtype, copy=False)
+        if w.shape[1] == 1 and w.shape[0] == x.shape[1] == groups:
+            return _conv2d_depthwise(x, w, strides, padding, dilation).astype(out_dtype, copy=False)
     pt, pl, pb, pr = padding
     x = x[:, :, max(-pt, 0):x.shape[2] - max(-pb, 0), max(-pl, 0):x.shape[3] - max(-pr, 0)]
     x = np.pad(x, ((0, 0), (0, 0), (max(pt, 0), max(pb, 0)), (max(pl, 0), max(pr, 0))))
@@ -155,7 +161,77 @@ def conv2d_nchw(x, w, strides, padding, dilation, groups, out_dtype=None):
         win = win.reshape(n, groups, c // groups, oh, ow, kh, kw)
         wg = w.reshape(groups, o // groups, cg, kh, kw)
         out = np.einsum("ngchwij,gocij->ngohw", win, wg, optimize=True).reshape(n, o, oh, ow)
-    return np.ascontiguousarray(out).astype(out_dtype or x.dtype, copy=False)
+    return np.ascontiguousarray(out).astype(out_dtype, copy=False)
+
+
+def _out_range(size: int, out: int, k: int, stride: int, dilation: int, pad: int) -> tuple:
+    """For kernel offset ``k``: the output positions whose input position ``o*stride + k*dilation
+    - pad`` lies inside ``[0, size)``, as (first, end, first input position)."""
+    shift = k * dilation - pad
+    first = max(0, -(shift // stride))  # ceil(-shift / stride)
+    end = min(out, (size - 1 - shift) // stride + 1)
+    return first, max(end, first), first * stride + shift
+
+
+def _shifted_copies(x, kh, kw, oh, ow, strides, padding, dilation, into):
+    """Fill ``into[..., i, j, :, :]`` with the input seen by kernel offset (i, j): each output
+    position's input pixel, zero where it falls in the padding (no padded copy of the input)."""
+    (sh, sw), (dh, dw) = strides, dilation
+    pt, pl = padding[0], padding[1]
+    h, wd = x.shape[2], x.shape[3]
+    for i in range(kh):
+        r0, r1, src_r = _out_range(h, oh, i, sh, dh, pt)
+        for j in range(kw):
+            c0, c1, src_c = _out_range(wd, ow, j, sw, dw, pl)
+            if r1 > r0 and c1 > c0:
+                into[:, :, i, j, r0:r1, c0:c1] = x[:, :, src_r:src_r + (r1 - r0 - 1) * sh + 1:sh,
+                                                   src_c:src_c + (c1 - c0 - 1) * sw + 1:sw]
+
+
+def _conv2d_gemm(x, w, strides, padding, dilation):
+    """groups=1: one matrix product that writes NCHW directly. A 1x1 kernel needs no copy of the
+    input at all (stride 1, no padding); otherwise the input is gathered once into columns."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    pt, pl, pb, pr = padding
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if kh == kw == 1 and not any(padding):
+        if (sh, sw) != (1, 1):
+            x = x[:, :, ::sh, ::sw][:, :, :oh, :ow]
+        cols = np.ascontiguousarray(x).reshape(n, c, oh * ow)
+        return np.matmul(w.reshape(o, c), cols).reshape(n, o, oh, ow)
+    padded = any(padding)
+    cols = (np.zeros if padded else np.empty)((n, c, kh, kw, oh, ow), dtype=x.dtype)
+    _shifted_copies(x, kh, kw, oh, ow, strides, padding, dilation, cols)
+    out = np.matmul(w.reshape(o, c * kh * kw),
+                    cols.reshape(n, c * kh * kw, oh * ow))
+    return out.reshape(n, o, oh, ow)
+
+
+def _conv2d_depthwise(x, w, strides, padding, dilation):
+    """One filter per channel: a sum of kh*kw shifted, scaled views (no window copy)."""
+    n, c, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    pt, pl, pb, pr = padding
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    dtype = np.result_type(x, w)
+    out = np.zeros((n, c, oh, ow), dtype=dtype)
+    tmp = np.empty((n, c, oh, ow), dtype=dtype)
+    for i in range(kh):
+        r0, r1, src_r = _out_range(h, oh, i, sh, dh, pt)
+        for j in range(kw):
+            c0, c1, src_c = _out_range(wd, ow, j, sw, dw, pl)
+            if r1 <= r0 or c1 <= c0:
+                continue
+            view = x[:, :, src_r:src_r + (r1 - r0 - 1) * sh + 1:sh, src_c:src_c + (c1 - c0 - 1) * sw + 1:sw]
+            part = tmp[:, :, r0:r1, c0:c1]
+            np.multiply(view, w[:, 0, i, j].reshape(1, c, 1, 1), out=part)
+            out[:, :, r0:r1, c0:c1] += part
+    return out
 
 
 def _conv2d_kernel(args, a):

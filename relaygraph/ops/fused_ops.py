@@ -73,12 +73,48 @@ def _gelu_parts(y: int) -> list:
             Part("multiply", (Step(y + 1), Step(y + 4)), _none)]
 
 
+# erf by Abramowitz & Stegun 7.1.26: 1 - erf(a) = t (a1 + t (a2 + ... + t a5)) exp(-a^2) with
+# t = 1 / (1 + p a) for a >= 0, to within 1.5e-7, below float32's resolution of 1 + erf. It runs
+# as a few in-place numpy passes, faster than scipy's erf (about a fifth of BERT-base's time).
+_AS_P = 0.3275911
+_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def gelu_fast(y: np.ndarray) -> np.ndarray:
+    """GELU as BERT writes it (``y * 0.5 * (1 + erf(y * 0.70710677))``) written into ``y`` (a
+    writeable float array), erf to within 1.5e-7 (Abramowitz & Stegun 7.1.26)."""
+    dt = y.dtype.type
+    z = np.multiply(y, _GELU_SCALE.astype(y.dtype))
+    tail = np.multiply(z, z)
+    np.negative(tail, out=tail)
+    np.exp(tail, out=tail)  # exp(-z^2)
+    np.abs(z, out=z)
+    z *= dt(_AS_P)
+    z += dt(1)
+    np.reciprocal(z, out=z)  # t
+    q = np.multiply(z, dt(_AS_A[4]))
+    for a in _AS_A[3::-1]:
+        q += dt(a)
+        q *= z
+    q *= tail
+    q *= dt(0.5)  # (1 - erf(|z|)) / 2
+    # GELU(y) = y (1 - q) for y >= 0 and y q for y < 0, since erf is odd
+    negative = y < 0
+    np.subtract(dt(1), q, out=z)
+    np.copyto(z, q, where=negative)
+    y *= z
+    return y
+
+
 def _gelu_in_place(y):
-    """``y * 0.5 * (1 + erf(y / sqrt(2)))`` with one temporary, written into ``y``."""
+    """``y * 0.5 * (1 + erf(y / sqrt(2)))`` written into ``y`` (float32 without scipy's erf,
+    see ``gelu_fast``)."""
     from scipy.special import erf
 
     if not (y.flags.writeable and y.dtype.kind == "f"):
         return _gelu(y)
+    if y.dtype == np.float32:  # float64 keeps scipy's erf, exact to its own precision
+        return gelu_fast(y)
     t = np.multiply(y, _GELU_SCALE.astype(y.dtype))
     erf(t, out=t)
     t += np.asarray(1, y.dtype)
@@ -120,8 +156,10 @@ _IN_PLACE = {
 
 
 def _is_input(y, args) -> bool:
+    """True when ``y`` may share memory with an input (writing into it would change the input).
+    A kernel's fresh result is often a reshaped view of its own buffer, which is safe to write."""
     for a in args:
-        if y is a:
+        if y is a or (type(a) is np.ndarray and np.may_share_memory(y, a)):
             return True
     return False
 
@@ -291,7 +329,7 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
         # the whole group makes one output and at most one temporary (that is what fusing buys).
         y = np.asarray(anchor_kernel(args[:n_anchor], attrs))
         flags = y.flags
-        if not (flags.writeable and flags.owndata) or _is_input(y, args):
+        if not flags.writeable or _is_input(y, args):
             y = np.array(y)  # never write into an input
         k = n_anchor
         for takes, step_attrs, fast, op in plan:

@@ -85,7 +85,14 @@ def _max_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
     x = to_canonical(args[0], layout, "NCHW")
     g = _geometry(*x.shape[2:], a)
-    out = _slide(_pad_to(x, g, _lowest(x.dtype)), g).max(axis=(4, 5))
+    win = _slide(_pad_to(x, g, _lowest(x.dtype)), g)
+    # The maximum of kh*kw strided views, one pass each: a reduction over the window axes of the
+    # sliding view walks memory with large strides and is several times slower.
+    out = np.array(win[..., 0, 0])
+    for i in range(win.shape[4]):
+        for j in range(win.shape[5]):
+            if i or j:
+                np.maximum(out, win[..., i, j], out=out)
     return from_canonical(out.astype(x.dtype, copy=False), "NCHW", out_layout)
 
 

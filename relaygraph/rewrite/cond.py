@@ -33,6 +33,7 @@ from .condast import (
     Compare,
     Cond,
     CondSyntaxError,
+    Index,
     Lit,
     Var,
     Visitor,
@@ -109,6 +110,21 @@ class Expression:
                     if isinstance(a, Call) and a.func == "rank" and \
                             isinstance(b, Lit) and type(b.value) is int:
                         out[a.args[0].name] = b.value
+        return out
+
+    def fixed_dims(self) -> dict[str, dict[int, int]]:
+        """The dimensions the condition's conjuncts fix (``shape(?x)[1] == 1``): variable ->
+        {index: size} (a negative index counts from the end)."""
+        out: dict[str, dict[int, int]] = {}
+        for p in conjuncts(self.tree):
+            if not (isinstance(p, Compare) and p.ops == ("==",)):
+                continue
+            left, right = p.operands
+            for a, b in ((left, right), (right, left)):
+                if (isinstance(a, Index) and isinstance(a.value, Call) and a.value.func == "shape"
+                        and isinstance(a.index, Lit) and type(a.index.value) is int
+                        and isinstance(b, Lit) and type(b.value) is int and b.value > 0):
+                    out.setdefault(a.value.args[0].name, {})[a.index.value] = b.value
         return out
 
     def function_args(self) -> list[tuple[str, AttrFunction]]:

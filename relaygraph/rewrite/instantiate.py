@@ -138,6 +138,8 @@ class _Search:
                             self.sites.setdefault(spec.name, (n.op, attr))
         self.scoped = self._scoped_leaves()
         self.fixed_ranks = rule.cond.fixed_ranks() if rule.cond is not None else {}
+        # dimensions the condition fixes (`shape(?s)[1] == 1`): start from them, never move them
+        self.fixed_dims = rule.cond.fixed_dims() if rule.cond is not None else {}
         # attribute variables passed to attribute functions also try values from their domain
         self.function_args: dict[str, list] = {}
         for e in [*rule.computed, *([rule.cond] if rule.cond is not None else [])]:
@@ -220,6 +222,8 @@ class _Search:
             ranks = self.draw_shapes(attrs)
             base = int(self.rng.integers(2, 5))
             shapes = {v: ([base] * r, dtype) for v, (r, dtype) in ranks.items()}
+            for v, i in self._fixed_positions(shapes):
+                shapes[v][0][i] = self.fixed_dims[v][i if i in self.fixed_dims[v] else i - len(shapes[v][0])]
             # a leaf inside a let's body may use the let's variable (as `leaf + x`)
             scoped = {v: b for v, b in self.scoped if self.rng.random() < 0.6}
             inst = self.make(shapes, attrs, wild, scoped)
@@ -227,8 +231,19 @@ class _Search:
                 return self.vary(inst, shapes, attrs, wild, scoped)
         return None
 
+    def _fixed_positions(self, shapes: dict) -> list[tuple[str, int]]:
+        """(variable, dimension index) of each dimension the condition fixes, within the rank drawn."""
+        out = []
+        for v, fixed in self.fixed_dims.items():
+            if v in shapes:
+                rank = len(shapes[v][0])
+                out += [(v, i % rank) for i in fixed if -rank <= i < rank]
+        return out
+
     def vary(self, inst: Instance, shapes: dict, attrs: dict, wild: dict, scoped: dict) -> Instance:
-        positions = [(v, i) for v, (dims, _) in shapes.items() for i in range(len(dims))]
+        fixed = set(self._fixed_positions(shapes))
+        positions = [(v, i) for v, (dims, _) in shapes.items() for i in range(len(dims))
+                     if (v, i) not in fixed]
         self.rng.shuffle(positions)
         for v, i in positions:
             dims = shapes[v][0]
