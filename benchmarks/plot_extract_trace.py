@@ -74,10 +74,11 @@ def plot(series: dict, title: str, path: str, published: float | None) -> None:
     high = sorted(costs_all)[len(costs_all) // 2] * 1.1 if costs_all else 1.0
     ax.set_ylim(low * 0.97, max(high, min(costs_all) * 1.05))
     ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlim(0, end * 1.05)
     ax.set_xlabel("seconds (symlog)")
     ax.set_ylabel("DAG cost")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="center left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")

@@ -117,6 +117,37 @@ def test_local_search_never_raises_the_cost_and_stays_acyclic(seed):
     assert seen == sorted(seen, reverse=True) and (not seen or seen[-1] == pytest.approx(cost))
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_neighbourhood_search_improves_and_proves_only_when_it_solved_the_whole_program(seed):
+    import sys
+    import time
+
+    from relaygraph.egraph.extract.lns import neighbourhood_search
+    from relaygraph.egraph.extract.prune import path_bounds, prune
+
+    ilp_module = sys.modules["relaygraph.egraph.extract.ilp"]
+    g = _random_signed(seed)
+    try:
+        start = rg.extract.greedy_dag(g)
+    except rg.extract.ExtractionError:
+        return
+    signed = min(g.costs) < 0
+    bounds = ([-math.inf] * g.num_nodes, -math.inf)
+    if not signed:
+        class_bound, node_bound = path_bounds(g)
+        bounds = (node_bound, max(class_bound[r] for r in g.roots))
+    best, whole = neighbourhood_search(g, prune(g), start.choice, deadline=time.perf_counter() + 10,
+                                       solve=ilp_module._solve_highs, scale=1.0, node_bound=bounds[0],
+                                       root_bound=bounds[1], signed=signed)
+    cost = check(g, best)
+    assert cost <= start.dag_cost + 1e-12
+    optimum = _brute_force(g)
+    assert cost >= optimum - 1e-9
+    if whole:
+        assert cost == pytest.approx(optimum, abs=1e-9)
+
+
 # -- anytime ------------------------------------------------------------------------------------
 
 def test_time_limited_ilp_returns_its_best_answer_gap_and_trace():

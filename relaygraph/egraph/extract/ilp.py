@@ -72,7 +72,7 @@ __all__ = ["ilp", "highs_available"]
 
 _ORDER_LIMIT = 2000  # classes on cycles up to which position variables are used (auto mode)
 _WALKS_PER_COMPONENT = 8  # cycles cut per cyclic component of a relaxed answer, at most
-_SEARCH = 0.45  # share of the time limit until which the neighbourhood search may run
+_SEARCH = 0.45  # share of the time left after the reductions for the neighbourhood search
 _PATIENCE = 0.1  # share of the time limit the neighbourhood search may go without a gain
 _MAX_NONZEROS = 20_000_000  # matrix entries above which the program is not built (memory)
 
@@ -313,7 +313,7 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     The result's ``optimal`` says whether optimality was proved (within ``rel_gap``), ``gap`` is
     the relative gap to the best lower bound; on a time-out ``status`` is ``"time-limit"``.
     ``local`` first improves the warm start by local search (``lns.local_search``); ``search``
-    runs a large-neighbourhood search (``lns.neighbourhood_search``) for up to 45% of the time
+    runs a large-neighbourhood search (``lns.neighbourhood_search``) for up to 45% of the time left
     (less when it stops finding better answers) before the whole program is solved, warm-started
     with its answer.
     ``notes["trace"]`` holds ``(seconds, best cost, lower bound)`` points; pass ``trace`` (a
@@ -331,8 +331,10 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     if warm_start is None:
         warm_start = greedy_dag(graph)
     progress.add(warm_start.dag_cost)
-    if local:  # a better incumbent first: single-class swaps (see ``lns``), a fifth of the time
-        improved = local_search(graph, warm_start.choice, deadline=start_time + time_limit / 5,
+    if local:  # a better incumbent first: single-class swaps (see ``lns``), a fifth of the time left
+        now = time.perf_counter()
+        until = now + (time_limit - (now - start_time)) / 5
+        improved = local_search(graph, warm_start.choice, deadline=until,
                                 on_improve=lambda cost: progress.add(cost))
         if check(graph, improved) < warm_start.dag_cost:
             warm_start = make_result("local-search", graph, improved, time.perf_counter() - start_time)
@@ -443,7 +445,9 @@ def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time
 
     if search and not proven:  # first a better incumbent from small programs around the best answer
         before = best_cost
-        best, whole = neighbourhood_search(graph, pruned, best, deadline=start_time + _SEARCH * time_limit,
+        now = time.perf_counter()
+        search_until = now + _SEARCH * (time_limit - (now - start_time))
+        best, whole = neighbourhood_search(graph, pruned, best, deadline=search_until,
                                            solve=solve, scale=scale, node_bound=node_bound,
                                            root_bound=root_bound, signed=signed,
                                            patience=max(2.0, _PATIENCE * time_limit),
