@@ -137,9 +137,15 @@ def test_neighbourhood_search_improves_and_proves_only_when_it_solved_the_whole_
     if not signed:
         class_bound, node_bound = path_bounds(g)
         bounds = (node_bound, max(class_bound[r] for r in g.roots))
+
+    def solve_sub(sub, choice, limit):
+        model = ilp_module._build(g, sub, 1.0, True, bounds[0], bounds[1], signed)
+        start_vector = ilp_module._start_vector(g, sub, model, choice)
+        x, solved, _, _ = ilp_module._solve_highs(model, start_vector, limit, 1e-9)
+        return (None if x is None else ilp_module._choice_from_point(g, sub, model, x)), solved
+
     best, whole = neighbourhood_search(g, prune(g), start.choice, deadline=time.perf_counter() + 10,
-                                       solve=ilp_module._solve_highs, scale=1.0, node_bound=bounds[0],
-                                       root_bound=bounds[1], signed=signed)
+                                       solve_sub=solve_sub)
     cost = check(g, best)
     assert cost <= start.dag_cost + 1e-12
     optimum = _brute_force(g)
@@ -206,12 +212,16 @@ def test_solver_running_out_of_memory_falls_back(monkeypatch):
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(ilp_module, "_solve_highs", no_memory)
-    monkeypatch.setattr(ilp_module, "_solve_milp", no_memory)
     g = load_gym(GYM / "data" / "tensat" / "resnet50_acyclic.json")
-    with pytest.warns(RuntimeWarning, match="out of memory"):
-        r = rg.extract.ilp(g, time_limit=20, local=False)
-    assert r.status == "memory-limit" and r.dag_cost == rg.extract.greedy_dag(g).dag_cost
+    for name, backend in (("_solve_highs", "highs"), ("_solve_milp", "milp"), ("reduce_graph", "auto")):
+        with monkeypatch.context() as m:
+            m.setattr(ilp_module, name, no_memory)
+            if name == "reduce_graph":
+                m.setattr(ilp_module, "path_bounds", lambda graph: ([0.0] * graph.num_classes, []))
+            with pytest.warns(RuntimeWarning, match="out of memory"):
+                r = rg.extract.ilp(g, time_limit=20, local=False, backend=backend)
+            assert r.status == "memory-limit" and r.dag_cost == rg.extract.greedy_dag(g).dag_cost
+            assert check(g, r.choice) == pytest.approx(r.dag_cost)
 
 
 def test_cli_extract_bench_reports_the_ilp_gap_and_proof(tmp_path, capsys):

@@ -349,9 +349,9 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
                            gap=0.0, notes={"backend": backend, "acyclicity": acyclicity, "rounds": 0,
                                            "solver": "start meets the path lower bound",
                                            "lower_bound": root_bound, "trace": progress.points})
-    reduction = reduce_graph(graph)
-    core = reduction.graph
     try:
+        reduction = reduce_graph(graph)
+        core = reduction.graph
         best, best_cost, proven, lower, notes = _solve_core(
             core, _core_start(reduction, warm_start), start_time, time_limit, backend, acyclicity, rel_gap,
             signed, max_nonzeros, progress, search)
@@ -447,9 +447,13 @@ def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time
         before = best_cost
         now = time.perf_counter()
         search_until = now + _SEARCH * (time_limit - (now - start_time))
-        best, whole = neighbourhood_search(graph, pruned, best, deadline=search_until,
-                                           solve=solve, scale=scale, node_bound=node_bound,
-                                           root_bound=root_bound, signed=signed,
+
+        def solve_sub(sub: Pruned, choice: dict[int, int], limit: float):
+            sub_model = _build(graph, sub, scale, True, node_bound, root_bound, signed)
+            x, solved, _, _ = solve(sub_model, _start_vector(graph, sub, sub_model, choice), limit, 1e-9)
+            return (None if x is None else _choice_from_point(graph, sub, sub_model, x)), solved
+
+        best, whole = neighbourhood_search(graph, pruned, best, deadline=search_until, solve_sub=solve_sub,
                                            patience=max(2.0, _PATIENCE * time_limit),
                                            on_improve=lambda cost: progress.add(cost))
         best_cost = check(graph, best)

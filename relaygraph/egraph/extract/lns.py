@@ -155,8 +155,7 @@ def _trimmed(graph: ExtractionGraph, full: dict[int, int]) -> dict[int, int]:
 
 
 def neighbourhood_search(graph: ExtractionGraph, pruned, choice: dict[int, int], *, deadline: float,
-                         solve, scale: float, node_bound: list[float], root_bound: float, signed: bool,
-                         patience: float = math.inf, seed: int = 0,
+                         solve_sub, patience: float = math.inf, seed: int = 0,
                          on_improve=None) -> tuple[dict[int, int], bool]:
     """Large-neighbourhood search: re-solve small integer programs around the best answer.
 
@@ -167,9 +166,10 @@ def neighbourhood_search(graph: ExtractionGraph, pruned, choice: dict[int, int],
     steps are solved without gain and shrinks when they time out. When a neighbourhood grows to
     every class and is solved, the answer is optimal: the search stops and says so (the second
     value returned); it also stops after ``patience`` seconds without a gain. ``pruned`` is
-    ``prune(graph)``; ``solve`` is the ILP backend; the rest is as in the integer program.
+    ``prune(graph)``; ``solve_sub(sub, choice, limit)`` solves the integer program restricted to
+    the ``Pruned`` ``sub``, started at ``choice``, within ``limit`` seconds, and returns its
+    answer (or None) and whether it proved it optimal.
     """
-    from .ilp import _build, _choice_from_point, _start_vector  # (ilp uses this module)
     from .prune import Pruned, components
 
     full, _ = greedy_choice(graph)
@@ -215,14 +215,11 @@ def neighbourhood_search(graph: ExtractionGraph, pruned, choice: dict[int, int],
         sub = Pruned(sorted(kids), classes, class_nodes, kids, replaced_by=pruned.replaced_by,
                      scc={k: c for k, c in comp.items() if sizes[c] > 1},
                      scc_size={c: s for c, s in sizes.items() if s > 1})
-        model = _build(graph, sub, scale, True, node_bound, root_bound, signed)
-        start = _start_vector(graph, sub, model, best)
         limit = min(max(1.0, 0.1 * (deadline - time.perf_counter())), deadline - time.perf_counter())
         if limit <= 0.05:
             break
         whole = len(seen) == len(pruned.classes)
-        x, solved, _, _ = solve(model, start, limit, 1e-9)
-        found = None if x is None else _choice_from_point(graph, sub, model, x)
+        found, solved = solve_sub(sub, best, limit)
         cost = math.inf if found is None else check(graph, found)
         if cost < best_cost - _REL_EPS * max(1.0, abs(best_cost)):
             best, best_cost = found, cost
