@@ -29,6 +29,20 @@ optimal. The path bounds (``prune.path_bounds``: a term costs at least its most 
 of nodes) see acyclicity directly: when the start meets the root's bound, it is optimal without
 reducing or solving.
 
+Costs may be any finite numbers. With a negative cost somewhere, an unneeded class could pay
+for itself, so each chosen non-root class must also have a chosen parent node::
+
+               sum(x[n] for n in class k) <= sum(x[m] for m a node with child class k)
+
+which with acyclicity means every chosen class is reachable from a root; the path bounds and
+dominance (which assume non-negative costs) are then left out.
+
+Anytime: the result's ``notes["trace"]`` lists ``(seconds, best cost, lower bound)`` as the
+solver improves either, and on a time-out the best answer found is returned with its gap
+(``notes["lower_bound"]``). A program with more than ``max_nonzeros`` matrix entries, or one
+the solver runs out of memory on, is not solved: the warm start (the best heuristic answer) is
+returned with a ``RuntimeWarning`` and ``status == "memory-limit"``.
+
 Backends: ``"highs"`` drives the HiGHS build that SciPy ships (``scipy.optimize._highspy``)
 and gives it the best acyclic answer so far (first the greedy DAG one) as a true warm start
 (``setSolution``). ``"milp"`` uses the public ``scipy.optimize.milp``, which takes no starting
@@ -41,6 +55,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +64,7 @@ from ...validate import positive
 from .check import ExtractionResult, check, make_result, needed_classes
 from .greedy import greedy_dag, realize_acyclic
 from .gym import ExtractionError, ExtractionGraph
+from .lns import local_search, neighbourhood_search
 from .prune import Pruned, components, path_bounds, prune
 from .reduce import Reduction, reduce_graph
 
@@ -56,6 +72,25 @@ __all__ = ["ilp", "highs_available"]
 
 _ORDER_LIMIT = 2000  # classes on cycles up to which position variables are used (auto mode)
 _WALKS_PER_COMPONENT = 8  # cycles cut per cyclic component of a relaxed answer, at most
+_SEARCH = 0.45  # share of the time left after the reductions for the neighbourhood search
+_PATIENCE = 0.1  # share of the time limit the neighbourhood search may go without a gain
+_MAX_NONZEROS = 20_000_000  # matrix entries above which the program is not built (memory)
+
+
+class _Trace:
+    """Best cost and lower bound over time, from ``start`` (``time.perf_counter()``)."""
+
+    def __init__(self, start: float, points: list | None = None) -> None:
+        self.start = start
+        self.points: list[tuple[float, float, float]] = points if points is not None else []
+        self.best = min((p[1] for p in self.points), default=math.inf)
+        self.bound = max((p[2] for p in self.points), default=-math.inf)
+
+    def add(self, cost: float = math.inf, bound: float = -math.inf) -> None:
+        cost, bound = min(cost, self.best), max(bound, self.bound)
+        if cost < self.best or bound > self.bound or not self.points:
+            self.best, self.bound = cost, bound
+            self.points.append((time.perf_counter() - self.start, cost, bound))
 
 
 def highs_available() -> bool:
@@ -81,7 +116,7 @@ class _Model:
 
 
 def _build(graph: ExtractionGraph, p: Pruned, scale: float, with_order: bool,
-           node_bound: list[float], root_bound: float) -> _Model:
+           node_bound: list[float], root_bound: float, need_parent: bool) -> _Model:
     node_var = {n: i for i, n in enumerate(p.nodes)}
     order_var = {k: len(node_var) + i for i, k in enumerate(sorted(p.scc))} if with_order else {}
     total_var = len(node_var) + len(order_var)  # z: the objective's value, bounded below by paths
@@ -97,7 +132,7 @@ def _build(graph: ExtractionGraph, p: Pruned, scale: float, with_order: bool,
             lower[i] = 1.0
     for k, i in order_var.items():
         upper[i] = p.scc_size[p.scc[k]] - 1
-    lower[total_var], upper[total_var] = root_bound / scale, math.inf
+    lower[total_var], upper[total_var] = root_bound / scale, math.inf  # (-inf without path bounds)
     rows: list[tuple[list[int], list[float], float, float]] = []
     rows.append(([total_var] + list(node_var.values()), [1.0] + [-cost[i] for i in node_var.values()],
                  0.0, 0.0))
@@ -123,6 +158,15 @@ def _build(graph: ExtractionGraph, p: Pruned, scale: float, with_order: bool,
                 big = float(p.scc_size[comp])
                 rows.append(([order_var[d], order_var[c], *using], [1.0, -1.0] + [big] * len(using),
                              -math.inf, big - 1.0))
+    if need_parent:  # negative costs: a chosen class needs a chosen user (see the docstring)
+        users_of: dict[int, list[int]] = {k: [] for k in p.classes}
+        for n in p.nodes:
+            for d in p.kids[n]:
+                users_of[d].append(node_var[n])
+        for k in p.classes:
+            if k not in roots:
+                own = [node_var[n] for n in p.class_nodes[k]]
+                rows.append((own + users_of[k], [1.0] * len(own) + [-1.0] * len(users_of[k]), -math.inf, 0.0))
     return _Model(cost, lower, upper, integral, rows, node_var, order_var)
 
 
@@ -166,7 +210,7 @@ def _children_first(graph: ExtractionGraph, choice: dict[int, int], classes: lis
     return out
 
 
-def _solve_highs(model: _Model, start: np.ndarray, time_limit: float, rel_gap: float):
+def _solve_highs(model: _Model, start: np.ndarray, time_limit: float, rel_gap: float, on_progress=None):
     from scipy.optimize._highspy import _core as h
 
     n = len(model.cost)
@@ -191,6 +235,25 @@ def _solve_highs(model: _Model, start: np.ndarray, time_limit: float, rel_gap: f
     warm.col_value = start.tolist()
     warm.value_valid = True
     solver.setSolution(warm)
+    if hasattr(h, "cb"):
+        # HiGHS checks its own time limit rarely in places (root cuts on large programs): the
+        # interrupt callback enforces it, and reports progress.
+        deadline = time.perf_counter() + float(time_limit)
+        types = h.cb.HighsCallbackType
+
+        def report(kind, _message, out, inp, _data):
+            if kind == types.kCallbackMipImprovingSolution:
+                if on_progress is not None:
+                    on_progress(np.array(out.mip_solution), float(out.mip_dual_bound))
+                return
+            if on_progress is not None:
+                on_progress(None, float(out.mip_dual_bound))
+            if time.perf_counter() > deadline:
+                inp.user_interrupt = True
+
+        solver.setCallback(report, None)
+        solver.startCallback(types.kCallbackMipImprovingSolution)
+        solver.startCallback(types.kCallbackMipInterrupt)
     solver.run()
     status = solver.getModelStatus()
     info = solver.getInfo()
@@ -198,7 +261,7 @@ def _solve_highs(model: _Model, start: np.ndarray, time_limit: float, rel_gap: f
     x = np.array(solver.getSolution().col_value) if has_point else None
     proven = status == h.HighsModelStatus.kOptimal
     bound = float(info.objective_function_value if proven else info.mip_dual_bound)
-    return x, proven, bound if math.isfinite(bound) else 0.0, solver.modelStatusToString(status)
+    return x, proven, bound if math.isfinite(bound) else -math.inf, solver.modelStatusToString(status)
 
 
 def _columns(model: _Model, n: int):
@@ -213,7 +276,7 @@ def _columns(model: _Model, n: int):
     return starts, index, value
 
 
-def _solve_milp(model: _Model, start: np.ndarray, time_limit: float, rel_gap: float):
+def _solve_milp(model: _Model, start: np.ndarray, time_limit: float, rel_gap: float, on_progress=None):
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import csr_array
 
@@ -234,12 +297,14 @@ def _solve_milp(model: _Model, start: np.ndarray, time_limit: float, rel_gap: fl
     bound = getattr(res, "mip_dual_bound", None)
     if res.status == 0:
         bound = res.fun
-    bound = float(bound) if bound is not None and math.isfinite(bound) else 0.0
+    bound = float(bound) if bound is not None and math.isfinite(bound) else -math.inf
     return res.x, res.status == 0, bound, res.message
 
 
 def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: ExtractionResult | None = None,
-        backend: str = "auto", acyclicity: str = "auto", rel_gap: float = 1e-6) -> ExtractionResult:
+        backend: str = "auto", acyclicity: str = "auto", rel_gap: float = 1e-6,
+        max_nonzeros: int = _MAX_NONZEROS, local: bool = True, search: bool = True, trace: list | None = None,
+        trace_start: float | None = None) -> ExtractionResult:
     """Extract a DAG-optimal choice by integer programming within ``time_limit`` seconds.
 
     ``warm_start`` defaults to ``greedy_dag(graph)`` (its time counts towards this result's).
@@ -247,6 +312,12 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     appear) or ``"auto"`` (order variables for small cyclic parts, cuts for large ones).
     The result's ``optimal`` says whether optimality was proved (within ``rel_gap``), ``gap`` is
     the relative gap to the best lower bound; on a time-out ``status`` is ``"time-limit"``.
+    ``local`` first improves the warm start by local search (``lns.local_search``); ``search``
+    runs a large-neighbourhood search (``lns.neighbourhood_search``) for up to 45% of the time left
+    (less when it stops finding better answers) before the whole program is solved, warm-started
+    with its answer.
+    ``notes["trace"]`` holds ``(seconds, best cost, lower bound)`` points; pass ``trace`` (a
+    list, with ``trace_start`` its time origin) to extend one begun by a caller.
     """
     positive("time_limit", time_limit)
     if backend == "auto":
@@ -256,27 +327,62 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     if acyclicity not in ("auto", "order", "lazy"):
         raise ValueError(f"unknown acyclicity method {acyclicity!r}; use 'order', 'lazy' or 'auto'")
     start_time = time.perf_counter()
+    progress = _Trace(start_time if trace_start is None else trace_start, trace)
     if warm_start is None:
         warm_start = greedy_dag(graph)
-    class_bound, _ = path_bounds(graph)
-    root_bound = max(class_bound[r] for r in graph.roots)
+    progress.add(warm_start.dag_cost)
+    if local:  # a better incumbent first: single-class swaps (see ``lns``), a fifth of the time left
+        now = time.perf_counter()
+        until = now + (time_limit - (now - start_time)) / 5
+        improved = local_search(graph, warm_start.choice, deadline=until,
+                                on_improve=lambda cost: progress.add(cost))
+        if check(graph, improved) < warm_start.dag_cost:
+            warm_start = make_result("local-search", graph, improved, time.perf_counter() - start_time)
+    signed = min(graph.costs, default=0.0) < 0  # negative costs: no path bounds, parent rows
+    root_bound = -math.inf
+    if not signed:
+        class_bound, _ = path_bounds(graph)
+        root_bound = max(class_bound[r] for r in graph.roots)
+        progress.add(bound=root_bound)
     if warm_start.dag_cost <= root_bound + rel_gap * abs(root_bound):  # optimal before any reduction
         return make_result("ilp", graph, warm_start.choice, time.perf_counter() - start_time, optimal=True,
                            gap=0.0, notes={"backend": backend, "acyclicity": acyclicity, "rounds": 0,
                                            "solver": "start meets the path lower bound",
-                                           "lower_bound": root_bound})
-    reduction = reduce_graph(graph)
-    core = reduction.graph
-    best, best_cost, proven, lower, notes = _solve_core(core, _core_start(reduction, warm_start),
-                                                         start_time, time_limit, backend, acyclicity, rel_gap)
+                                           "lower_bound": root_bound, "trace": progress.points})
+    try:
+        reduction = reduce_graph(graph)
+        core = reduction.graph
+        best, best_cost, proven, lower, notes = _solve_core(
+            core, _core_start(reduction, warm_start), start_time, time_limit, backend, acyclicity, rel_gap,
+            signed, max_nonzeros, progress, search)
+    except MemoryError:
+        best, notes = None, {"solver": "out of memory while solving"}
+    if best is None:  # too large for the solver's memory: the heuristic answer stands
+        warnings.warn(f"{graph.name}: the integer program is too large to solve ({notes['solver']}); "
+                      f"returning the best heuristic answer", RuntimeWarning, stacklevel=2)
+        notes.update(backend=backend, acyclicity=acyclicity, trace=progress.points,
+                     lower_bound=progress.bound)
+        result = make_result("ilp", graph, warm_start.choice, time.perf_counter() - start_time,
+                             optimal=False, status="memory-limit", notes=notes)
+        result.gap = _gap(result.dag_cost, progress.bound)
+        return result
     choice = reduction.expand(best)
     if check(graph, {k: choice[k] for k in needed_classes(graph, choice)}) > warm_start.dag_cost:
         choice = warm_start.choice  # (the core's answers expand to answers of the same cost)
+    notes["trace"] = progress.points
     result = make_result("ilp", graph, choice, time.perf_counter() - start_time, optimal=proven,
                          status="ok" if proven else "time-limit", notes=notes)
-    result.gap = 0.0 if proven else (max(0.0, (result.dag_cost - lower) / result.dag_cost)
-                                     if result.dag_cost > 0 else 0.0)
+    result.gap = 0.0 if proven else _gap(result.dag_cost, lower)
     return result
+
+
+def _gap(cost: float, lower: float) -> float:
+    """The relative gap between an answer's cost and a lower bound (1.0 without a bound)."""
+    if not math.isfinite(lower):
+        return 1.0
+    if cost == lower:
+        return 0.0
+    return max(0.0, (cost - lower) / max(abs(cost), abs(lower)))
 
 
 def _core_start(reduction: Reduction, warm_start: ExtractionResult) -> dict[int, int]:
@@ -292,22 +398,68 @@ def _core_start(reduction: Reduction, warm_start: ExtractionResult) -> dict[int,
     return fallback.choice
 
 
+def _nonzeros(p: Pruned) -> int:
+    """About how many matrix entries the program for ``p`` has (before any cycle cut)."""
+    return sum(2 * len(p.kids[n]) + 3 for n in p.nodes) + 2 * len(p.nodes) + 4 * len(p.scc)
+
+
 def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time: float, time_limit: float,
-                backend: str, acyclicity: str, rel_gap: float):
-    """The integer program on the reduced e-graph: its best choice, cost, proof, bound and notes."""
+                backend: str, acyclicity: str, rel_gap: float, signed: bool, max_nonzeros: int,
+                progress: _Trace, search: bool):
+    """The integer program on the reduced e-graph: its best choice, cost, proof, bound and notes
+    (the choice is None when the program is too large to build)."""
     pruned = prune(graph)
+    size = _nonzeros(pruned)
+    if size > max_nonzeros:
+        return None, math.inf, False, progress.bound, {
+            "solver": f"about {size:,} matrix entries, over the limit of {max_nonzeros:,}",
+            "kept_nodes": len(pruned.nodes), "kept_classes": len(pruned.classes)}
     if acyclicity == "auto":
         acyclicity = "order" if len(pruned.scc) <= _ORDER_LIMIT else "lazy"
-    scale = max((graph.costs[n] for n in pruned.nodes), default=1.0) or 1.0
-    class_bound, node_bound = path_bounds(graph)
-    root_bound = max(class_bound[r] for r in graph.roots)
-    model = _build(graph, pruned, scale, acyclicity == "order", node_bound, root_bound)
+    scale = max((abs(graph.costs[n]) for n in pruned.nodes), default=1.0) or 1.0
+    root_bound = -math.inf
+    node_bound = [-math.inf] * graph.num_nodes
+    if not signed:
+        class_bound, node_bound = path_bounds(graph)
+        root_bound = max(class_bound[r] for r in graph.roots)
+    model = _build(graph, pruned, scale, acyclicity == "order", node_bound, root_bound, signed)
     solve = _solve_highs if backend == "highs" else _solve_milp
     best = {k: start_choice[k] for k in needed_classes(graph, start_choice)}
     best_cost = check(graph, best)
+    progress.add(best_cost)
     proven, lower, message, rounds, cuts = False, root_bound, "not run", 0, 0
     if best_cost <= root_bound + rel_gap * abs(root_bound):
         proven, message = True, "start meets the path lower bound"
+    found_during: list[dict[int, int]] = []
+    improved_by_search = 0.0
+
+    def on_progress(x, bound):
+        # Improving points of the order program are acyclic answers; the lazy program's may not be.
+        if x is not None and acyclicity == "order":
+            found = _choice_from_point(graph, pruned, model, x)
+            if found is not None:
+                found_during.append(found)
+                progress.add(check(graph, found))
+        if math.isfinite(bound) and bound * scale > progress.bound + 1e-12 * max(1.0, abs(progress.bound)):
+            progress.add(bound=bound * scale)
+
+    if search and not proven:  # first a better incumbent from small programs around the best answer
+        before = best_cost
+        now = time.perf_counter()
+        search_until = now + _SEARCH * (time_limit - (now - start_time))
+
+        def solve_sub(sub: Pruned, choice: dict[int, int], limit: float):
+            sub_model = _build(graph, sub, scale, True, node_bound, root_bound, signed)
+            x, solved, _, _ = solve(sub_model, _start_vector(graph, sub, sub_model, choice), limit, 1e-9)
+            return (None if x is None else _choice_from_point(graph, sub, sub_model, x)), solved
+
+        best, whole = neighbourhood_search(graph, pruned, best, deadline=search_until, solve_sub=solve_sub,
+                                           patience=max(2.0, _PATIENCE * time_limit),
+                                           on_improve=lambda cost: progress.add(cost))
+        best_cost = check(graph, best)
+        improved_by_search = before - best_cost
+        if whole:  # the last neighbourhood was the whole program, solved to optimality
+            proven, message, lower = True, "neighbourhood search solved the whole program", best_cost
     while not proven:
         remaining = time_limit - (time.perf_counter() - start_time)
         if remaining <= 0:
@@ -315,17 +467,22 @@ def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time
             break
         rounds += 1
         start = _start_vector(graph, pruned, model, best)
-        x, solved, bound, message = solve(model, start, remaining, rel_gap)
-        lower = max(lower, bound * scale)  # each relaxed program bounds the acyclic optimum
+        x, solved, bound, message = solve(model, start, remaining, rel_gap, on_progress)
+        if math.isfinite(bound):
+            lower = max(lower, bound * scale)  # each relaxed program bounds the acyclic optimum
+        for found in found_during:
+            cost = check(graph, found)
+            if cost < best_cost:
+                best, best_cost = found, cost
+        found_during.clear()
         found = None if x is None else _choice_from_point(graph, pruned, model, x)
-        if found is None:
-            break
-        cycles = _cycles(graph, found)
-        if not cycles:
+        cycles = [] if found is None else _cycles(graph, _picked(pruned, model, x) if signed else found)
+        if found is not None and not cycles:
             cost = check(graph, found)
             if cost <= best_cost:
                 best, best_cost = found, cost
             proven = solved
+        if found is None or not cycles:
             break
         # A cyclic answer of the relaxed program: forbid its cycles, keep a repaired copy if cheaper.
         for cycle in cycles:
@@ -335,13 +492,22 @@ def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time
         cost = check(graph, {k: repaired[k] for k in needed_classes(graph, repaired)})
         if cost < best_cost:
             best, best_cost = repaired, cost
+        progress.add(best_cost, lower)
         if best_cost <= lower + rel_gap * abs(lower):
             proven, message = True, "incumbent meets the lower bound"
+    progress.add(best_cost, best_cost if proven else lower)
     notes = {"backend": backend, "acyclicity": acyclicity, "solver": message, "rounds": rounds,
              "cycle_cuts": cuts, "variables": len(model.cost), "rows": len(model.rows),
              "kept_nodes": len(pruned.nodes), "kept_classes": len(pruned.classes),
-             "order_classes": len(pruned.scc) if acyclicity == "order" else 0, "lower_bound": lower}
+             "order_classes": len(pruned.scc) if acyclicity == "order" else 0,
+             "searched": improved_by_search,
+             "lower_bound": best_cost if proven else lower}
     return best, best_cost, proven, lower, notes
+
+
+def _picked(p: Pruned, model: _Model, x: np.ndarray) -> dict[int, int]:
+    """Every class with a chosen node in the point, needed or not."""
+    return {k: n for k in p.classes for n in p.class_nodes[k] if x[model.node_var[n]] > 0.5}
 
 
 def _choice_from_point(graph: ExtractionGraph, p: Pruned, model: _Model,

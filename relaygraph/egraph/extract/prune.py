@@ -4,7 +4,8 @@
   child class that has no acyclic term (a bottom-up closure from the leaves).
 - Only classes reachable from the roots through the remaining nodes stay.
 - A node is dropped when another node of its class costs no more and needs a subset of its
-  child classes: swapping it in keeps any solution valid and acyclic and costs no more.
+  child classes: swapping it in keeps any solution valid and acyclic and costs no more
+  (when no cost is negative: otherwise the classes it stops needing might have paid back).
 - Classes that must be in every answer and have one node left fix that node (``forced``).
 - Order variables are needed only inside strongly connected components of the class graph:
   an edge between components can never be on a cycle.
@@ -142,7 +143,8 @@ def prune(graph: ExtractionGraph) -> Pruned:
     """Shrink ``graph`` for exact extraction (see the module docstring)."""
     keep = _derivable(graph)
     replaced: dict[int, int] = {}
-    for k in _reachable(graph, keep):
+    dominance = min(graph.costs, default=0.0) >= 0
+    for k in _reachable(graph, keep) if dominance else ():
         alive = [n for n in graph.class_nodes[k] if keep[n]]
         for node, other in _dominated(graph, alive).items():
             keep[node] = False

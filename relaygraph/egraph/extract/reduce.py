@@ -12,6 +12,10 @@ Repeated to a fixed point:
 - A non-root class left with one node of cost 0 disappears: its parents take its children.
 - A non-root class left with one node that the nodes of one other class alone use is merged
   into those users (an answer picks one of them at most): each takes its cost and children.
+
+Dominance assumes costs are non-negative (dropping classes from an answer never makes it
+dearer); with a negative cost anywhere it is skipped and the other steps, which keep every
+answer's cost, still apply.
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ class _Reducer:
         self.fixed: dict[int, int] = {}
         self.replaced_by: dict[int, int] = {}
         self.stats = {"infeasible": 0, "dominated": 0, "dissolved": 0, "merged": 0}
+        self.dominance = min(graph.costs, default=0.0) >= 0
 
     def run(self) -> None:
         while True:
@@ -217,8 +222,10 @@ class _Reducer:
         for item in feasible:
             o, closure, _, outside = item
             # p may stand in for o when it needs only classes below o anyway (see the docstring)
-            better = next((p for p, _, inside, out in kept if inside & ~closure == 0 and out <= outside),
-                          None)
+            better = None
+            if self.dominance:
+                better = next((p for p, _, inside, out in kept if inside & ~closure == 0 and out <= outside),
+                              None)
             if better is None:
                 kept.append(item)
             else:
@@ -297,6 +304,7 @@ def reduce_graph(graph: ExtractionGraph) -> Reduction:
         first.setdefault(new_class[graph.classes[n]], i)
     reduced = ExtractionGraph([str(i) for i in range(len(node_of))], [graph.ops[n] for n in node_of],
                               [new_class[graph.classes[n]] for n in node_of],
-                              [[first[c] for c in ks] for ks in kids], costs, [str(k) for k in classes],
-                              [new_class[k] for k in graph.roots], name=graph.name)
+                              [[first[c] for c in ks] for ks in kids], [0.0] * len(costs),
+                              [str(k) for k in classes], [new_class[k] for k in graph.roots], name=graph.name)
+    reduced.costs = costs  # set afterwards: the original's costs were accepted already, negative ones too
     return Reduction(graph, reduced, node_of, absorbed, r.fixed, r.replaced_by, dict(r.stats))

@@ -1,0 +1,276 @@
+"""Exact extraction: any finite cost (negative and zero too), the anytime answer with its gap and
+cost trace, local search, the memory fallback, and the published rover/tensat targets (slow)."""
+
+import itertools
+import math
+import os
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import relaygraph as rg
+from relaygraph.cli import main
+from relaygraph.egraph.extract import ExtractionGraph, check, find_cycle, load_gym
+from relaygraph.egraph.extract.check import needed_classes
+from relaygraph.egraph.extract.lns import local_search
+
+GYM = Path(__file__).parent / "data" / "extraction-gym"
+CHOICE = GYM / "data" / "dummy_examples" / "choice.json"
+SHARED = Path(os.environ.get("RELAYGRAPH_GYM", "/work/shared/data/extraction-gym")) / "data"
+
+
+def _graph(classes, children, costs, roots, n_classes) -> ExtractionGraph:
+    """An e-graph from columns; costs are set after construction so that negative ones get in
+    whatever the loader accepts."""
+    first = {k: classes.index(k) for k in range(n_classes)}
+    g = ExtractionGraph([str(i) for i in range(len(classes))], [f"op{i}" for i in range(len(classes))],
+                        classes, [[first[c] for c in kids] for kids in children], [0.0] * len(classes),
+                        [f"c{k}" for k in range(n_classes)], roots)
+    g.costs = [float(c) for c in costs]
+    return g
+
+
+def _random_signed(seed: int) -> ExtractionGraph:
+    """A tiny e-graph with back edges (cycles) and costs from -3 to 3, zero included."""
+    rng = random.Random(seed)
+    n_classes = rng.randint(2, 8)
+    classes, children, costs = [], [], []
+    for k in range(n_classes):
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            arity = rng.choice([0, 1, 1, 2]) if k else 0
+            kids = [rng.randrange(n_classes if rng.random() < 0.25 else k) for _ in range(arity)]
+            classes.append(k)
+            children.append(kids)
+            costs.append(rng.choice([-3.0, -1.0, -0.5, 0.0, 0.0, 1.0, 2.0, 3.0]))
+    roots = [n_classes - 1] + ([rng.randrange(n_classes)] if rng.random() < 0.3 else [])
+    return _graph(classes, children, costs, roots, n_classes)
+
+
+def _brute_force(g: ExtractionGraph) -> float:
+    """The DAG-optimal cost over every choice of one node per class (needed classes counted)."""
+    best = math.inf
+    options = [[n for n in nodes if g.usable(n)] or [None] for nodes in g.class_nodes]
+    for picked in itertools.product(*options):
+        choice = {k: n for k, n in enumerate(picked) if n is not None}
+        try:
+            needed = needed_classes(g, choice)
+        except rg.extract.ExtractionError:
+            continue
+        trimmed = {k: choice[k] for k in needed}
+        if find_cycle(g, trimmed) is None:
+            best = min(best, sum(g.costs[trimmed[k]] for k in needed))
+    return best
+
+
+# -- negative and zero costs ------------------------------------------------------------------
+
+def test_negative_cost_child_is_worth_choosing_and_unused_negative_classes_are_not_counted():
+    # class 0: a leaf of cost -5; class 1: a leaf of cost -100 that nothing uses;
+    # root class 2: a leaf of cost 1, or a node of cost 1 over class 0 (total -4).
+    g = _graph([0, 1, 2, 2], [[], [], [], [0]], [-5, -100, 1, 1], [2], 3)
+    for acyclicity in ("order", "lazy"):
+        r = rg.extract.ilp(g, acyclicity=acyclicity, time_limit=20)
+        assert r.optimal and r.dag_cost == -4.0 and check(g, r.choice) == -4.0
+        assert set(r.choice) == {0, 2}
+
+
+def test_negative_cycle_detached_from_the_root_is_not_counted():
+    # classes 0 and 1 reach each other through nodes of cost -10 (and have leaves of cost 0);
+    # the root (class 2) is a leaf of cost 2 or a node of cost 3 over class 0.
+    g = _graph([0, 0, 1, 1, 2, 2], [[], [1], [], [0], [], [0]], [0, -10, 0, -10, 2, 3], [2], 3)
+    assert _brute_force(g) == -7.0  # the root over class 0, which takes -10 over class 1's leaf
+    for acyclicity in ("order", "lazy"):
+        r = rg.extract.ilp(g, acyclicity=acyclicity, time_limit=20)
+        assert r.optimal and r.dag_cost == -7.0 and check(g, r.choice) == -7.0
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["order", "lazy"]))
+def test_ilp_with_any_finite_costs_finds_the_brute_force_optimum(seed, acyclicity):
+    g = _random_signed(seed)
+    optimum = _brute_force(g)
+    if optimum == math.inf:
+        with pytest.raises(rg.extract.ExtractionError, match="acyclic term"):
+            rg.extract.ilp(g, acyclicity=acyclicity)
+        return
+    r = rg.extract.ilp(g, time_limit=20, acyclicity=acyclicity)
+    assert r.optimal and r.gap == 0.0
+    assert check(g, r.choice) == pytest.approx(r.dag_cost)
+    assert r.dag_cost == pytest.approx(optimum, abs=1e-9)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_local_search_never_raises_the_cost_and_stays_acyclic(seed):
+    g = _random_signed(seed)
+    try:
+        start = rg.extract.greedy_dag(g)
+    except rg.extract.ExtractionError:
+        return
+    seen = []
+    better = local_search(g, start.choice, on_improve=seen.append)
+    cost = check(g, better)  # complete and acyclic, or this raises
+    assert cost <= start.dag_cost + 1e-12 and cost >= _brute_force(g) - 1e-9
+    assert seen == sorted(seen, reverse=True) and (not seen or seen[-1] == pytest.approx(cost))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_neighbourhood_search_improves_and_proves_only_when_it_solved_the_whole_program(seed):
+    import sys
+    import time
+
+    from relaygraph.egraph.extract.lns import neighbourhood_search
+    from relaygraph.egraph.extract.prune import path_bounds, prune
+
+    ilp_module = sys.modules["relaygraph.egraph.extract.ilp"]
+    g = _random_signed(seed)
+    try:
+        start = rg.extract.greedy_dag(g)
+    except rg.extract.ExtractionError:
+        return
+    signed = min(g.costs) < 0
+    bounds = ([-math.inf] * g.num_nodes, -math.inf)
+    if not signed:
+        class_bound, node_bound = path_bounds(g)
+        bounds = (node_bound, max(class_bound[r] for r in g.roots))
+
+    def solve_sub(sub, choice, limit):
+        model = ilp_module._build(g, sub, 1.0, True, bounds[0], bounds[1], signed)
+        start_vector = ilp_module._start_vector(g, sub, model, choice)
+        x, solved, _, _ = ilp_module._solve_highs(model, start_vector, limit, 1e-9)
+        return (None if x is None else ilp_module._choice_from_point(g, sub, model, x)), solved
+
+    best, whole = neighbourhood_search(g, prune(g), start.choice, deadline=time.perf_counter() + 10,
+                                       solve_sub=solve_sub)
+    cost = check(g, best)
+    assert cost <= start.dag_cost + 1e-12
+    optimum = _brute_force(g)
+    assert cost >= optimum - 1e-9
+    if whole:
+        assert cost == pytest.approx(optimum, abs=1e-9)
+
+
+# -- anytime ------------------------------------------------------------------------------------
+
+def test_time_limited_ilp_returns_its_best_answer_gap_and_trace():
+    g = load_gym(GYM / "data" / "tensat" / "resnet50.json")
+    r = rg.extract.ilp(g, time_limit=0.5)
+    assert check(g, r.choice) == pytest.approx(r.dag_cost)
+    trace = r.notes["trace"]
+    assert trace and all(len(p) == 3 for p in trace)
+    times, costs, bounds = zip(*trace, strict=True)
+    assert list(times) == sorted(times) and list(costs) == sorted(costs, reverse=True)
+    assert list(bounds) == sorted(bounds)
+    assert costs[-1] == pytest.approx(r.dag_cost)
+    assert costs[0] == pytest.approx(rg.extract.greedy_dag(g).dag_cost)
+    lower = r.notes["lower_bound"]
+    assert lower <= r.dag_cost + 1e-9
+    if r.optimal:
+        assert r.gap == 0.0
+    else:
+        assert r.status == "time-limit" and r.gap == pytest.approx((r.dag_cost - lower) / r.dag_cost)
+
+
+def test_proven_answer_has_a_trace_that_closes_the_gap():
+    g = load_gym(CHOICE)
+    r = rg.extract.ilp(g, time_limit=20)
+    assert r.optimal and r.dag_cost == 37.0
+    _, cost, bound = r.notes["trace"][-1]
+    assert cost == bound == 37.0
+
+
+def test_trace_continues_a_callers_trace():
+    import time
+
+    points = [(0.0, 99.0, -math.inf)]
+    g = load_gym(CHOICE)
+    r = rg.extract.ilp(g, time_limit=20, trace=points, trace_start=time.perf_counter())
+    assert r.notes["trace"] is points and points[0] == (0.0, 99.0, -math.inf) and points[-1][1] == 37.0
+
+
+# -- too large for memory -----------------------------------------------------------------------
+
+def test_program_over_the_size_limit_falls_back_to_the_heuristic_answer_with_a_warning():
+    g = load_gym(GYM / "data" / "tensat" / "resnet50.json")
+    with pytest.warns(RuntimeWarning, match="too large to solve.*best heuristic answer"):
+        r = rg.extract.ilp(g, time_limit=20, max_nonzeros=100)
+    assert r.status == "memory-limit" and not r.optimal
+    assert check(g, r.choice) == pytest.approx(r.dag_cost)
+    assert r.dag_cost <= rg.extract.greedy_dag(g).dag_cost
+    assert 0.0 < r.gap < 1.0 and "over the limit" in r.notes["solver"]
+
+
+def test_solver_running_out_of_memory_falls_back(monkeypatch):
+    import sys
+
+    ilp_module = sys.modules["relaygraph.egraph.extract.ilp"]
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    g = load_gym(GYM / "data" / "tensat" / "resnet50_acyclic.json")
+    for name, backend in (("_solve_highs", "highs"), ("_solve_milp", "milp"), ("reduce_graph", "auto")):
+        with monkeypatch.context() as m:
+            m.setattr(ilp_module, name, no_memory)
+            if name == "reduce_graph":
+                m.setattr(ilp_module, "path_bounds", lambda graph: ([0.0] * graph.num_classes, []))
+            with pytest.warns(RuntimeWarning, match="out of memory"):
+                r = rg.extract.ilp(g, time_limit=20, local=False, backend=backend)
+            assert r.status == "memory-limit" and r.dag_cost == rg.extract.greedy_dag(g).dag_cost
+            assert check(g, r.choice) == pytest.approx(r.dag_cost)
+
+
+def test_cli_extract_bench_reports_the_ilp_gap_and_proof(tmp_path, capsys):
+    code = main(["extract-bench", str(CHOICE), "--extractors", "greedy-dag,ilp", "--time-limit", "20",
+                 "--out", str(tmp_path), "--no-plot", "--no-progress"])
+    out = capsys.readouterr()
+    assert code == 0 and "Traceback" not in out.err
+    row = next(ln.split() for ln in out.out.splitlines() if ln.split()[1:2] == ["ilp"])
+    assert row[5] == "37" and "yes" in row
+    md = next(ln for ln in (tmp_path / "extract-bench.md").read_text().splitlines() if "| ilp |" in ln)
+    assert "| 37 |" in md and "0.00%" in md
+
+
+# -- the published targets (60 s each) ----------------------------------------------------------
+
+# file -> (best published DAG cost, whether the proof is required)
+TARGETS = {
+    "tensat/bert_acyclic.json": (None, True),
+    "tensat/bert.json": (0.705, False),
+    "rover/box_filter_3iteration_egraph.json": (1701.0, True),
+    "rover/box_filter_4iteration_egraph.json": (1635.0, False),
+    "rover/mcm_3_7_21_original_8iteration_egraph.json": (1050.0, True),
+    "rover/mcm_3_7_21_original_9iteration_egraph.json": (1050.0, True),
+    "rover/box_filter_5iteration_egraph.json": (1819.0, False),
+    "rover/fir_8_tap_5iteration_egraph.json": (5936.0, False),
+    "tensat/vgg.json": (4.851, False),
+    "tensat/resnet50.json": (4.386, False),
+}
+# Issue 19's targets not met yet: the LP relaxation is too weak on these to prove (or, for bert,
+# to improve on greedy) within a minute on two cores.
+NOT_YET = {"tensat/bert_acyclic.json", "tensat/bert.json", "rover/box_filter_3iteration_egraph.json",
+           "rover/box_filter_4iteration_egraph.json"}
+
+
+_NOT_YET_MARK = pytest.mark.xfail(reason="issue 19 target not met yet", strict=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_NOT_YET_MARK) if n in NOT_YET else n
+                                  for n in sorted(TARGETS)])
+def test_published_target_within_a_minute(name):
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    target, proof = TARGETS[name]
+    g = load_gym(path)
+    r = rg.extract.ilp(g, time_limit=60)
+    assert check(g, r.choice) == pytest.approx(r.dag_cost)
+    if target is not None:
+        assert r.dag_cost <= target * (1 + 5e-4)
+    if proof:
+        assert r.optimal
