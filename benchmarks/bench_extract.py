@@ -27,6 +27,7 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -34,7 +35,9 @@ import relaygraph.egraph.extract as ex  # noqa: E402
 from relaygraph.egraph.extract.synth import random_egraph  # noqa: E402
 
 TENSAT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "extraction-gym", "data", "tensat")
-GYM_DATA = os.environ.get("RELAYGRAPH_GYM_DATA", "/work/shared/data/extraction-gym/data")
+# the data folder beside the repository (../shared), as on the machines that run these
+_SHARED_GYM = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "extraction-gym" / "data")
+GYM_DATA = os.environ.get("RELAYGRAPH_GYM_DATA", _SHARED_GYM)
 PAPER_CSV = os.path.join(os.path.dirname(__file__), "..", "papers", "extraction", "extract-bench.csv")
 # Best DAG costs published for these files (the SmoothE artifact, ASPLOS 2025: best of CPLEX, SCIP
 # and CBC with 900 s limits, extraction-gym's greedy DAG and SmoothE); None: none published.

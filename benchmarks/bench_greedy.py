@@ -27,6 +27,7 @@ import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -36,7 +37,9 @@ from relaygraph.egraph.extract.check import needed_classes  # noqa: E402
 from relaygraph.egraph.extract.greedy import realize_acyclic  # noqa: E402
 from relaygraph.ir.node import paused_gc  # noqa: E402
 
-DATA = "/work/shared/data/extraction-gym/data"
+# the data folder beside the repository (../shared), as on the machines that run these
+_SHARED_GYM = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "extraction-gym" / "data")
+DATA = _SHARED_GYM
 SETS = ("tensat", "rover", "egg", "dummy_examples", "babble", "lean-egg", "eggcc-bril")
 SAMPLED = {"babble", "lean-egg", "eggcc-bril"}  # every 10th file unless --all
 

@@ -15,13 +15,16 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import relaygraph.egraph.extract as ex  # noqa: E402
 
 HERE = os.path.dirname(__file__)
-DEFAULT_FILE = os.path.join(os.environ.get("RELAYGRAPH_GYM_DATA", "/work/shared/data/extraction-gym/data"),
+# the data folder beside the repository (../shared), as on the machines that run these
+_SHARED_GYM = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "extraction-gym" / "data")
+DEFAULT_FILE = os.path.join(os.environ.get("RELAYGRAPH_GYM_DATA", _SHARED_GYM),
                             "tensat", "bert.json")
 DEFAULT_OUT = os.path.join(HERE, "..", "papers", "extraction", "cost-over-time.png")
 

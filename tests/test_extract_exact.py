@@ -19,7 +19,8 @@ from relaygraph.egraph.extract.lns import local_search
 
 GYM = Path(__file__).parent / "data" / "extraction-gym"
 CHOICE = GYM / "data" / "dummy_examples" / "choice.json"
-SHARED = Path(os.environ.get("RELAYGRAPH_GYM", "/work/shared/data/extraction-gym")) / "data"
+_BESIDE = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "extraction-gym")
+SHARED = Path(os.environ.get("RELAYGRAPH_GYM", _BESIDE)) / "data"
 
 
 def _graph(classes, children, costs, roots, n_classes) -> ExtractionGraph:
