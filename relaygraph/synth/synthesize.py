@@ -86,7 +86,7 @@ class SynthesisResult:
 
 def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERALS, wide: int | None = None,
                iterations: int = 3, conditions: bool = True, trials: int = 3, draws: int = 2,
-               seed: int = 0, max_terms: int = MAX_TERMS, prune_every: int = 4,
+               seed: int = 0, max_terms: int = MAX_TERMS, prune_every: int = 4, minimize: bool = True,
                progress=True) -> SynthesisResult:
     """Synthesize sound rules over ``ops`` from terms of up to ``size`` ops (terms above ``wide``
     ops use two ops and variables only); RelayError for an op without a kernel or type relation,
@@ -120,12 +120,13 @@ def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERAL
     cands = sorted(find_candidates(reps, members, samples, names, conditions), key=lambda c: c.key)
     t2 = time.perf_counter()
     say(f"{len(cands)} candidates ({t2 - t1:.1f} s)")
-    selector = _Selector(samples, names, iterations, trials, seed)
+    selector = _Selector(samples, names, iterations, trials, seed, minimize)
     kept = selector.select(cands, prune_every, say)
     t3 = time.perf_counter()
     stats = {"size": size, "wide": wide, "terms": len(reps) + len(members), "classes": len(reps),
              "bound": bound, "candidates": len(cands), "unsound": selector.unsound,
-             "derived": selector.derived, "pruned": selector.pruned, "kept": len(kept),
+             "derived": selector.derived, "pruned": selector.pruned, "minimized": selector.minimized,
+             "kept": len(kept),
              "evaluations": samples.evaluations, "seconds_enumerate": t1 - t0,
              "seconds_candidates": t2 - t1, "seconds_select": t3 - t2, "seconds": t3 - t0}
     kept.sort(key=lambda r: r.order)
@@ -138,10 +139,26 @@ def _lines(mode: str):
     return lambda msg: print(f"synthesize: {msg}", file=sys.stderr, flush=True)
 
 
+def _renaming(c: Candidate) -> dict[str, str]:
+    return {v: VAR_NAMES[i] for i, v in enumerate(variables(c.lhs))}
+
+
+def _body(c: Candidate) -> str:
+    """The candidate with its variables named in order (equal for candidates that differ only in
+    the names of their variables)."""
+    rename = _renaming(c)
+    text = f"{render(c.lhs, rename)} => {render(c.rhs, rename)}"
+    if c.cond is not None:
+        text += " if " + re.sub(r"\?([a-z])\b", lambda m: "?" + rename.get(m.group(1), m.group(1)),
+                                c.cond.text)
+    return text
+
+
 class _Selector:
     """Keeps candidates in order when sound and not derivable from the rules kept before."""
 
-    def __init__(self, samples: Samples, names, iterations: int, trials: int, seed: int) -> None:
+    def __init__(self, samples: Samples, names, iterations: int, trials: int, seed: int,
+                 minimize: bool = True) -> None:
         self.samples, self.names = samples, names
         self.iterations, self.trials, self.seed = iterations, trials, seed
         self.unsound = self.derived = self.pruned = 0
@@ -150,11 +167,20 @@ class _Selector:
         self.counts: dict[str, int] = {}
         self._vars: dict[int, dict[str, Var]] = {}
         self.seen: set[str] = set()
+        self.candidate: dict[str, Candidate] = {}
+        self.minimize = minimize
+        self.minimized = 0
         self.dropped: set[str] = set()
 
     def select(self, cands: list[Candidate], prune_every: int, say) -> list[SynthRule]:
         kept: list[SynthRule] = []
-        pending = list(cands)
+        pending = []
+        for c in cands:  # one of each candidate up to the names of its variables
+            body = _body(c)
+            if body not in self.seen:
+                self.seen.add(body)
+                pending.append(c)
+        say(f"{len(pending)} candidates up to renaming")
         since = 0
         while pending:
             c = pending.pop(0)
@@ -162,10 +188,6 @@ class _Selector:
             if made is None:
                 continue
             srule, objs = made
-            body = srule.statement.split(":", 1)[1]
-            if body in self.seen:
-                continue
-            self.seen.add(body)
             if not self._sound(objs, srule):
                 continue
             if self.rules and self._derivable(c):
@@ -173,6 +195,7 @@ class _Selector:
                 continue
             kept.append(srule)
             self.rules += objs
+            self.candidate[srule.name] = c
             since += 1
             if since >= prune_every and pending:
                 since = 0
@@ -180,11 +203,31 @@ class _Selector:
                 pending = self._prune(pending)
                 self.pruned += before - len(pending)
                 say(f"{len(kept)} rules kept, {len(pending)} candidates left")
-        return [r for r in kept if r.name not in self.dropped]
+        kept = [r for r in kept if r.name not in self.dropped]
+        return self._minimize(kept) if self.minimize else kept
+
+    def _minimize(self, kept: list[SynthRule]) -> list[SynthRule]:
+        """Drop kept rules derivable from the rules kept after them (Ruler's last step): the
+        largest first."""
+        out = list(kept)
+        for srule in sorted(kept, key=lambda r: r.order, reverse=True):
+            others = [r for r in self.rules if r.name.removesuffix("<=") != srule.name]
+            inst = self._instance(self.candidate[srule.name])
+            if inst is None or not others:
+                continue
+            try:
+                proved = prove(inst[0], inst[1], others, self.iterations, minimize=False).proved
+            except RelayError:
+                continue
+            if proved:
+                out.remove(srule)
+                self.rules = others
+                self.minimized += 1
+        return out
 
     # -- rules ------------------------------------------------------------------------------------
     def _rule(self, c: Candidate):
-        rename = {v: VAR_NAMES[i] for i, v in enumerate(variables(c.lhs))}
+        rename = _renaming(c)
         lhs, rhs = render(c.lhs, rename), render(c.rhs, rename)
         prefix = "-".join(sorted(o.removeprefix("nn.").replace("_", "-")
                                  for o in ops_of(c.lhs) | ops_of(c.rhs)))
@@ -217,7 +260,7 @@ class _Selector:
                 # only for some broadcasting shapes would break saturation
                 result = check_rule(r, trials=self.trials, seed=0)
                 if result.status == "sound":
-                    result = check_rule(r, trials=4 * self.trials, seed=1)
+                    result = check_rule(r, trials=2 * self.trials, seed=1)
             except RuleError as exc:
                 self.unsound += 1
                 self.rejected.append(f"{srule.statement}  (refused: {exc.message})")
@@ -289,7 +332,7 @@ class _Selector:
 
     def _prune(self, pending: list[Candidate]) -> list[Candidate]:
         out: list[Candidate] = []
-        chunk = 150
+        chunk = 600
         for start in range(0, len(pending), chunk):
             part = pending[start:start + chunk]
             insts = [self._instance(c) for c in part]
