@@ -163,6 +163,8 @@ def _orient(x: tuple, y: tuple) -> tuple[tuple, tuple] | None:
             continue
         if not set(attr_variables(rhs)) <= set(attr_variables(lhs, computed=False)):
             continue
+        if not _literals(rhs) <= _literals(lhs):
+            continue  # the e-graph builds only constants the program has: a matched one
         return lhs, rhs
     return None
 
@@ -221,6 +223,12 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
                     done.add(best)
                     out.append(Candidate(best[0], best[1], pred, where))
     return out
+
+
+def _literals(t: tuple) -> set[float]:
+    if t[0] == "l":
+        return {t[1]}
+    return set().union(*(_literals(a) for a in t[3])) if t[0] == "o" else set()
 
 
 def _agree(a: tuple, b: tuple, mask: frozenset) -> bool:

@@ -54,7 +54,8 @@ def _runnable(rules) -> list:
     return [r for r in rules if isinstance(r, (Rule, EggRule, AnalysisRule))]
 
 
-def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limit: int):
+def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limit: int,
+             strict: bool = False):
     """Run the rules on both sides; (proved at iteration or 0, per-iteration fired names, nodes)."""
     eg = RelayEGraph(Tuple([*lhs, *rhs]))
     hl = [eg.add_expr(e) for e in lhs]
@@ -79,6 +80,11 @@ def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limi
         report = sat.run()
     except _Proved as done:
         return done.index, fired, last[0]
+    except RuleError as exc:  # a rule the e-graph refuses (it changes a type here): not a proof
+        if strict:
+            raise
+        _REFUSALS.append(exc.message)
+        return -4, fired, last[0]
     return _STOP_CODES.get(report.stop_reason, -3), fired, last[0]
 
 
@@ -89,6 +95,7 @@ class _Proved(Exception):
 
 
 _STOP_CODES = {"saturated": -1, "node-limit": -2, "iter-limit": -3}
+_REFUSALS: list[str] = []  # the last refusal, for the report
 
 
 def _same(eg: RelayEGraph, hl: list[int], hr: list[int]) -> bool:
@@ -100,19 +107,22 @@ _STOPS = {-1: "saturated without proving it", -2: "node limit reached", -3: "ite
 
 
 def prove(lhs, rhs, rules, iterations: int = 5, node_limit: int = 20_000,
-          minimize: bool = True) -> Derivation:
+          minimize: bool = True, strict: bool = False) -> Derivation:
     """Whether ``rules`` prove ``lhs == rhs`` (expressions, or lists of them pairwise) within
-    ``iterations``, and how: the rules applied per iteration of a minimal proving subset."""
+    ``iterations``, and how: the rules applied per iteration of a minimal proving subset. A rule
+    the e-graph refuses ends the search unproved (``strict``: its RuleError is raised)."""
     lhs = list(lhs) if isinstance(lhs, (list, tuple)) else [lhs]
     rhs = list(rhs) if isinstance(rhs, (list, tuple)) else [rhs]
     if len(lhs) != len(rhs) or not all(isinstance(e, Expr) for e in lhs + rhs):
         raise RelayError("prove: both sides must be Relay expressions (or equally long lists)")
     rules = _runnable(rules)
-    at, fired, nodes = _attempt(lhs, rhs, rules, iterations, node_limit)
+    at, fired, nodes = _attempt(lhs, rhs, rules, iterations, node_limit, strict)
     if at == 0:
         return Derivation(True, 0, [], "", nodes)
     if at < 0 or not rules:
-        return Derivation(False, len(fired), [], _STOPS.get(at, ""), nodes)
+        stop = _STOPS.get(at) or (f"a rule was refused: {_REFUSALS[-1]}" if _REFUSALS else "")
+        _REFUSALS.clear()
+        return Derivation(False, len(fired), [], stop, nodes)
     if not minimize:
         return Derivation(True, at, [(i + 1, f) for i, f in enumerate(fired) if f], "", nodes)
     used = {n for names in fired for n in names}

@@ -168,6 +168,8 @@ class _Selector:
         self._vars: dict[int, dict[str, Var]] = {}
         self.seen: set[str] = set()
         self.candidate: dict[str, Candidate] = {}
+        self.tested: dict[int, int] = {}  # candidate id -> rules version it was not derivable from
+        self.version = 0  # changes whenever the kept rules do
         self.minimize = minimize
         self.minimized = 0
         self.dropped: set[str] = set()
@@ -190,11 +192,12 @@ class _Selector:
             srule, objs = made
             if not self._sound(objs, srule):
                 continue
-            if self.rules and self._derivable(c):
+            if self.rules and self.tested.get(id(c)) != self.version and self._derivable(c):
                 self.derived += 1
                 continue
             kept.append(srule)
             self.rules += objs
+            self.version += 1
             self.candidate[srule.name] = c
             since += 1
             if since >= prune_every and pending:
@@ -222,6 +225,7 @@ class _Selector:
             if proved:
                 out.remove(srule)
                 self.rules = others
+                self.version += 1
                 self.minimized += 1
         return out
 
@@ -312,7 +316,7 @@ class _Selector:
         if inst is None:
             return False
         try:
-            return prove(inst[0], inst[1], self.rules, self.iterations, minimize=False).proved
+            return prove(inst[0], inst[1], self.rules, self.iterations, minimize=False, strict=True).proved
         except RelayError as exc:
             self._drop_culprit(exc)
             return False
@@ -327,6 +331,7 @@ class _Selector:
         before = len(self.rules)
         self.rules = [r for r in self.rules if r.name.removesuffix("<=") != name]
         if len(self.rules) < before:
+            self.version += 1
             self.dropped.add(name)
             self.rejected.append(f"rule {name}  (refused in the e-graph: {exc})")
 
@@ -346,4 +351,5 @@ class _Selector:
             for c, inst in zip(part, insts, strict=True):
                 if inst is None or not next(proved):
                     out.append(c)
+                    self.tested[id(c)] = self.version  # not derivable from the rules as they are
         return out
