@@ -264,8 +264,64 @@ else:
     print("onnxruntime", ort.__version__, "agrees:", np.abs(out - reference).max())"""),
 ]
 
+SYNTHESIS = [
+    ("md", "# Rule synthesis\n\nInfer rewrite rules from enumerated terms (Ruler/Enumo, for tensors): "
+           "enumerate well-typed terms over a few ops, fingerprint them on random inputs of several "
+           "shapes and dtypes, keep the equalities the soundness checker passes and that the rules "
+           "kept before cannot derive. Then compare with the hand-written rules and optimize a model."),
+    ("code", """from pathlib import Path
+import relaygraph as rg
+from relaygraph.egraph.optimize import default_rule_files
+from relaygraph.rewrite.rule import Rule
+from relaygraph.synth.derive import base_name, format_derivation, rule_derivation
+
+RULES = Path(rg.__file__).resolve().parents[1] / "rules"
+result = rg.rules.synthesize(["add", "multiply", "negative"], size=2, literals=(0.0, -1.0), progress=False)
+print(result.text)
+result.stats"""),
+    ("md", "Every synthesized rule passes the soundness checker (`relaygraph rules check`):"),
+    ("code", """synth = result.load()
+checked = rg.rules.check_rules(synth)
+assert all(r.status == "sound" for r in checked)
+len(checked)"""),
+    ("md", "## Against the hand-written rules\n\nWhich hand-written rules over these ops the "
+           "synthesized set derives (within 5 iterations), and how:"),
+    ("code", """ops = {"add", "multiply", "negative"}
+from relaygraph.rewrite.pattern import PCall, walk
+hand = [r for r in rg.load_rules(RULES / "algebraic.rules") if isinstance(r, Rule)
+        and {n.op for p in (*r.lhs, *r.rhs) for n in walk(p) if isinstance(n, PCall)} <= ops]
+derived = 0
+for r in hand:
+    d = rule_derivation(r, synth, iterations=5, trials=1)
+    ok = d is not None and d.proved
+    derived += ok
+    print(f"{r.name:18} {'derived: ' + format_derivation(d) if ok else 'not derived'}")
+print(f"{derived}/{len(hand)} derived")"""),
+    ("md", "And the synthesized rules the hand-written set cannot derive:"),
+    ("code", """new = [r for r in synth
+       if not rule_derivation(r, [h for h in rg.load_rules(RULES / "algebraic.rules")
+                                  if isinstance(h, Rule)], iterations=5, trials=1).proved]
+for r in new:
+    print(r.text.split(":", 1)[1].strip())"""),
+    ("md", "Redundancy in the hand-written file: rules derivable from the others "
+           "(`relaygraph rules check --redundant`)."),
+    ("code", """hand_all = rg.load_rules(RULES / "algebraic.rules")
+for rule, d in rg.rules.redundant(hand_all, iterations=3, trials=1):
+    print(f"{rule.name}: {format_derivation(d)}")"""),
+    ("md", "## In optimize\n\nThe synthesized rules next to the default ones, on a zoo model; the "
+           "optimized program is checked against the original on random inputs."),
+    ("code", """model, params = rg.zoo.get("nasrnn", small=True)
+options = dict(cost="latency", extractor="greedy-dag", params=params, iter_limit=6, time_limit=None)
+base = rg.optimize(model, **options)
+more = rg.optimize(model, rules=[*default_rule_files(), *synth], **options)
+assert more.check_passed is not False and base.check_passed is not False
+print(f"latency cost: default rules {base.cost_after:.6g}, "
+      f"with the synthesized rules {more.cost_after:.6g}")"""),
+]
+
 NOTEBOOKS = {"01_tour.ipynb": TOUR, "02_rule_authoring.ipynb": RULES,
-             "03_extraction_comparison.ipynb": EXTRACTION, "04_onnx.ipynb": ONNX}
+             "03_extraction_comparison.ipynb": EXTRACTION, "04_onnx.ipynb": ONNX,
+             "05_rule_synthesis.ipynb": SYNTHESIS}
 
 
 def build(cells) -> nbformat.NotebookNode:

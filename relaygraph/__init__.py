@@ -75,6 +75,7 @@ _LAZY = {
     "evaluate": ("relaygraph.eval", "evaluate"),
     "transform": ("relaygraph.passes", None),
     "load_rules": ("relaygraph.rewrite", "load_rules"),
+    "rules": ("relaygraph.synth", None),
     "dataflow_pattern": ("relaygraph.dataflow_pattern", None),
     "saturate": ("relaygraph.egraph", "saturate"),
     "optimize": ("relaygraph.egraph.optimize", "optimize"),

@@ -20,7 +20,7 @@ TY_CORE = {"relaygraph.ty", "relaygraph.ty.dims", "relaygraph.ty.solver", "relay
            "relaygraph.ty.checked"}
 LEVELS = {"ir": 0, "errors": 0, "progress": 0, "ty-core": 1, "ops": 2, "ty": 3, "text": 3, "eval": 3,
           "rewrite": 3, "dataflow_pattern": 3, "passes": 4, "egraph": 4, "frontend": 4, "zoo": 4,
-          "study": 5, "cli": 6}
+          "study": 5, "synth": 5, "cli": 6}
 # an IR node prints itself as Relay text, and ``rg.ty.infer_type`` loads InferType: both resolved
 # on first use (inside a function), never at import
 ALLOWED_UP = {("relaygraph.ir.expr", "relaygraph.text"), ("relaygraph.ir.module", "relaygraph.text"),

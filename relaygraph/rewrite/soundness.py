@@ -28,7 +28,7 @@ from .instantiate import Instance, instantiate, leaf_roles
 from .pattern import PCall, walk
 from .rule import AnalysisRule, EggRule, Rule
 
-__all__ = ["CheckResult", "check_rule", "check_rules", "format_results", "RTOL"]
+__all__ = ["CheckResult", "check_rule", "check_rules", "format_results", "rule_instance", "RTOL"]
 
 RTOL = 1e-4
 ATOL = 1e-5
@@ -106,6 +106,17 @@ def check_rule(rule: Rule | EggRule, trials: int = 3, seed: int = 0, tries: int 
         result.detail = (f"no types or attribute values found in {tries} tries under which the "
                          "left side type-checks and the condition holds")
     return result
+
+
+def rule_instance(rule: Rule, seed: int = 0, trial: int = 0,
+                  tries: int = 300) -> tuple[Instance, list[Expr]] | None:
+    """A random instance of a rule and its right side built for it (the checker's first steps),
+    or None when none is found; RuleError if the right side cannot be built."""
+    rng = np.random.default_rng([seed, trial, _stable_hash(rule.name)])
+    inst = instantiate(rule, rng, tries)
+    if inst is None:
+        return None
+    return inst, _right_side(rule, inst)
 
 
 def _stable_hash(text: str) -> int:

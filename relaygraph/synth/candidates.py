@@ -1,0 +1,235 @@
+"""Enumeration of terms and the candidate equalities their fingerprints suggest.
+
+Terms are enumerated by op count. A term whose fingerprint (its values on every sample) equals
+an earlier term's joins that term's class and is not used to build larger terms (Ruler's
+pruning: its class already has a smaller representative). Terms above ``wide`` ops are built
+from at most two distinct ops and variables only (an Enumo-style workload), which keeps the
+deeper layers small while still reaching distributivity, linearity and associativity laws.
+
+Candidates: a term and the representative of its class (equal wherever either is typed);
+then equalities that hold on part of the samples: where the left side types (the right side
+may type more widely), or under a condition -- the most general predicate of a small library
+(ranks, equal ranks, equal shapes, dtype) under which it held on every sample where the left
+side types, having failed on some sample outside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+from ..ops.registry import lookup
+from ..ty.dims import is_symbolic
+from .samples import Samples
+from .terms import attr_choices, attr_variables, call, has_computed, lit, ops_of, size, var, variables
+
+__all__ = ["Candidate", "Predicate", "enumerate_terms", "find_candidates", "predicates", "literal_count"]
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A condition in the rule language and the samples where it holds."""
+
+    text: str
+    holds: frozenset[int]
+    names: tuple[str, ...] = ()
+
+
+@dataclass
+class Candidate:
+    """A conjectured rule ``lhs => rhs [if cond]``, with the samples where it was seen to hold."""
+
+    lhs: tuple
+    rhs: tuple
+    cond: Predicate | None
+    held: frozenset[int]  # samples where both sides typed and agreed
+
+    @property
+    def key(self) -> tuple:
+        """The order candidates are tried in: unconditional, small, without literals, with more
+        variables (more general) first."""
+        return (self.cond is not None, size(self.lhs) + size(self.rhs),
+                literal_count(self.lhs) + literal_count(self.rhs), -len(variables(self.lhs)), size(self.lhs),
+                len(str(self.lhs)) + len(str(self.rhs)), str(self.lhs), str(self.rhs))
+
+
+def enumerate_terms(ops: list[str], max_size: int, names, literals, wide: int,
+                    samples: Samples) -> tuple[list[tuple], dict]:
+    """(representatives in order, {term: representative} for every other term enumerated)."""
+    leaves = [var(n) for n in names] + [lit(x) for x in literals]
+    by_column: dict[tuple, tuple] = {}
+    reps: list[tuple] = []
+    reps_by_size: dict[int, list[tuple]] = {0: []}
+    members: dict[tuple, tuple] = {}
+    for leaf in leaves:
+        col = samples.column(leaf)
+        if col not in by_column:
+            by_column[col] = leaf
+            reps_by_size[0].append(leaf)
+    choices = {o: attr_choices(o) for o in ops}
+    seen: set[tuple] = set()
+    for k in range(1, max_size + 1):
+        made: list[tuple] = []
+        if k <= wide:
+            groups = [(ops, True)]
+        else:
+            groups = [([a, b] if a != b else [a], False) for i, a in enumerate(ops) for b in ops[i:]]
+        for group, literals_ok in groups:
+            allowed = set(group)
+
+            def usable(t, allowed=allowed, literals_ok=literals_ok):
+                if not literals_ok and _has_literal(t):
+                    return False
+                return ops_of(t) <= allowed
+
+            pool = {s: [t for t in reps_by_size.get(s, []) if usable(t)] for s in range(k)}
+            for op in group:
+                arity = lookup(op).num_inputs
+                for sizes in _compositions(k - 1, arity):
+                    for args in product(*(pool[s] for s in sizes)):
+                        if not any(variables(a) for a in args):
+                            continue  # constants fold; no rule over them
+                        if sum(literal_count(a) for a in args) > 1:
+                            continue  # one literal per term: the rest is constant folding
+                        for attrs in choices[op]:
+                            t = call(op, args, attrs)
+                            if t in seen:
+                                continue
+                            seen.add(t)
+                            made.append(t)
+        reps_by_size[k] = []
+        for t in made:
+            col = samples.column(t)
+            if all(c is None for c in col):
+                continue
+            rep = by_column.get(col)
+            if rep is None:
+                by_column[col] = t
+                reps_by_size[k].append(t)
+            else:
+                members[t] = rep
+        reps += reps_by_size[k]
+    return [*reps_by_size[0], *reps], members
+
+
+def _has_literal(t: tuple) -> bool:
+    return literal_count(t) > 0
+
+
+def literal_count(t: tuple) -> int:
+    """Scalar literals in a term."""
+    if t[0] == "l":
+        return 1
+    return sum(literal_count(a) for a in t[3]) if t[0] == "o" else 0
+
+
+def _compositions(total: int, parts: int):
+    if parts == 1:
+        yield (total,)
+        return
+    for first in range(total + 1):
+        for rest in _compositions(total - first, parts - 1):
+            yield (first, *rest)
+
+
+def predicates(names, samples: Samples) -> list[Predicate]:
+    """The condition library over the variables: ranks, equal ranks, equal shapes, dtypes."""
+    out = []
+    ss = samples.samples
+    for n in names:
+        for r in (0, 1, 2, 3):
+            out.append(Predicate(f"rank(?{n}) == {r}",
+                                 frozenset(i for i, s in enumerate(ss) if len(s.types[n].shape) == r), (n,)))
+        out.append(Predicate(f'dtype(?{n}) == "float32"',
+                             frozenset(i for i, s in enumerate(ss) if s.types[n].dtype == "float32"), (n,)))
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            out.append(Predicate(f"rank(?{a}) == rank(?{b})", frozenset(
+                j for j, s in enumerate(ss) if len(s.types[a].shape) == len(s.types[b].shape)), (a, b)))
+            # a symbolic dimension never satisfies a comparison (the rule language's semantics)
+            out.append(Predicate(f"shape(?{a}) == shape(?{b})", frozenset(
+                j for j, s in enumerate(ss) if s.types[a].shape == s.types[b].shape
+                and not any(is_symbolic(d) for d in s.types[a].shape)), (a, b)))
+    return [p for p in out if p.holds]
+
+
+def _orient(x: tuple, y: tuple) -> tuple[tuple, tuple] | None:
+    """(lhs, rhs) so that the right side needs nothing the left does not bind, bigger first."""
+    bigger_first = (size(x), len(str(x))) >= (size(y), len(str(y)))
+    for lhs, rhs in ((x, y), (y, x)) if bigger_first else ((y, x), (x, y)):
+        if has_computed(lhs):
+            continue
+        if not set(variables(rhs)) <= set(variables(lhs)):
+            continue
+        if not set(attr_variables(rhs)) <= set(attr_variables(lhs, computed=False)):
+            continue
+        if not _literals(rhs) <= _literals(lhs):
+            continue  # the e-graph builds only constants the program has: a matched one
+        return lhs, rhs
+    return None
+
+
+def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
+                    conditions: bool = True, max_cond_size: int = 2) -> list[Candidate]:
+    """Candidate rules from the classes, then from partial agreement (see the module's text)."""
+    out: list[Candidate] = []
+    done: set[tuple] = set()
+    for t, rep in members.items():
+        pair = _orient(t, rep)
+        if pair is not None and pair not in done:
+            done.add(pair)
+            out.append(Candidate(pair[0], pair[1], None, samples.typed(pair[0])))
+    if not conditions:
+        return out
+    preds = predicates(names, samples)
+    cols = {t: samples.column(t) for t in reps}
+    typed = {t: frozenset(i for i, c in enumerate(col) if c is not None) for t, col in cols.items()}
+    small = [t for t in reps if size(t) <= max_cond_size]
+    masks: dict[frozenset, list[tuple]] = {}
+    for t in small:
+        if t[0] == "o":
+            masks.setdefault(typed[t], []).append(t)
+    for mask, lefts in masks.items():
+        restrictions = [(None, mask)]
+        restrictions += sorted(((p, mask & p.holds) for p in preds
+                                if len(mask & p.holds) >= 2 and mask & p.holds != mask),
+                               key=lambda x: -len(x[1]))
+        found: set[tuple] = set()
+        for pred, where in restrictions:
+            idx = sorted(where)
+            groups: dict[tuple, list[tuple]] = {}
+            for t in small:
+                if where <= typed[t]:
+                    groups.setdefault(tuple(cols[t][i] for i in idx), []).append(t)
+            for left in lefts:
+                if left in found:
+                    continue
+                if pred is not None and not set(pred.names) <= set(variables(left)):
+                    continue
+                key = tuple(cols[left][i] for i in idx)
+                best = None
+                for right in groups.get(key, ()):
+                    if right == left:
+                        continue
+                    if pred is not None and _agree(cols[left], cols[right], mask):
+                        continue  # equal without the condition: found unconditionally
+                    pair = _orient(left, right)
+                    if pair is None or pair[0] != left or pair in done:
+                        continue
+                    if best is None or (size(right), len(str(right))) < (size(best[1]), len(str(best[1]))):
+                        best = pair
+                if best is not None:
+                    found.add(left)
+                    done.add(best)
+                    out.append(Candidate(best[0], best[1], pred, where))
+    return out
+
+
+def _literals(t: tuple) -> set[float]:
+    if t[0] == "l":
+        return {t[1]}
+    return set().union(*(_literals(a) for a in t[3])) if t[0] == "o" else set()
+
+
+def _agree(a: tuple, b: tuple, mask: frozenset) -> bool:
+    return all(a[i] == b[i] for i in mask)

@@ -1,0 +1,355 @@
+"""``synthesize``: rewrite rules inferred from enumerated terms (Ruler/Enumo for tensor programs).
+
+1. Enumerate well-typed terms over the ops and pattern variables (``candidates.py``), each
+   fingerprinted by its values on samples of several shapes, dtypes and a symbolic dimension
+   (``samples.py``), through the op table's type relations and the evaluator.
+2. Candidate equalities from equal fingerprints, with conditions inferred from where they held.
+3. Smallest candidates first: each must pass the soundness checker
+   (``relaygraph.rewrite.soundness``) and must not be derivable from the rules already kept
+   (its instance saturated with them through the e-graph, ``derive.py``); every few rules kept,
+   the remaining candidates derivable from them are dropped at once, in one e-graph.
+4. The kept rules are written as a ``.rules`` file, each with the samples it held on.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RelayError, RuleError
+from ..ir.expr import Expr, Var, const
+from ..ops.builders import make_call
+from ..progress import resolve
+from ..rewrite.load import parse_rules
+from ..rewrite.soundness import check_rule
+from .candidates import Candidate, enumerate_terms, find_candidates, literal_count
+from .derive import prove, proved_pairs
+from .samples import VAR_NAMES, Samples, attr_values, default_samples, input_domains
+from .terms import LITERALS, check_ops, count_terms, ops_of, render, size, variables
+
+__all__ = ["synthesize", "SynthesisResult", "SynthRule", "MAX_TERMS"]
+
+MAX_TERMS = 150_000
+
+
+@dataclass
+class SynthRule:
+    """One synthesized rule: its name, statement, and the samples it held on."""
+
+    name: str
+    statement: str  # ``rule NAME : LHS => RHS [if COND]``
+    comment: str
+    lhs_size: int
+    rhs_size: int
+    order: tuple = ()  # smallest and most general first
+
+    @property
+    def text(self) -> str:
+        """The rule with its comment, as the file has it."""
+        return f"# {self.comment}\n{self.statement}"
+
+
+@dataclass
+class SynthesisResult:
+    """The rules kept, and what the search did."""
+
+    rules: list[SynthRule]
+    ops: list[str]
+    stats: dict = field(default_factory=dict)
+    rejected: list[str] = field(default_factory=list)  # candidates the soundness checker refused
+
+    @property
+    def text(self) -> str:
+        """The ``.rules`` file."""
+        head = [f"# Rules synthesized over {', '.join(self.ops)} (relaygraph rules synthesize):",
+                f"# {self.stats.get('terms', 0)} terms enumerated up to {self.stats.get('size')} ops, "
+                f"{self.stats.get('candidates', 0)} candidate equalities, {len(self.rules)} kept "
+                "(sound, and not derivable from the rules above them).",
+                "# Each rule's comment names the samples (variable types) it was checked on.", ""]
+        return "\n".join(head + [r.text for r in self.rules]) + "\n"
+
+    def write(self, path) -> Path:
+        """Write the ``.rules`` file; returns its path."""
+        path = Path(path)
+        path.write_text(self.text)
+        return path
+
+    def load(self) -> list:
+        """The rules as rule objects."""
+        return parse_rules(self.text, "<synthesized>", ruleset="synthesized")
+
+
+def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERALS, wide: int | None = None,
+               iterations: int = 3, conditions: bool = True, trials: int = 3, draws: int = 2,
+               seed: int = 0, max_terms: int = MAX_TERMS, prune_every: int = 4, minimize: bool = True,
+               progress=True) -> SynthesisResult:
+    """Synthesize sound rules over ``ops`` from terms of up to ``size`` ops (terms above ``wide``
+    ops use two ops and variables only); RelayError for an op without a kernel or type relation,
+    or when the enumeration could make more than ``max_terms`` terms. ``progress``: a line per
+    phase on stderr (as ``relaygraph.progress`` resolves it), or a function taking each line."""
+    t0 = time.perf_counter()
+    if isinstance(ops, str):
+        ops = ops.split(",")
+    ops = check_ops(ops)
+    for name, value, lo in (("size", size, 1), ("variables", variables_count, 1),
+                            ("iterations", iterations, 1), ("trials", trials, 1), ("draws", draws, 1),
+                            ("max_terms", max_terms, 1), ("prune_every", prune_every, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+            raise RelayError(f"synthesize: {name} must be an integer >= {lo}, got {value!r}")
+    if variables_count > len(VAR_NAMES):
+        raise RelayError(f"synthesize: at most {len(VAR_NAMES)} variables")
+    wide = size if wide is None else max(1, min(wide, size))
+    literals = tuple(float(x) for x in literals)
+    names = list(VAR_NAMES[:variables_count])
+    bound = count_terms(ops, size, variables_count, literals, wide)
+    if bound > max_terms:
+        raise RelayError(
+            f"synthesize: up to {bound} terms would be enumerated (limit {max_terms}); use fewer ops, "
+            f"a smaller size, fewer variables or literals, a smaller wide layer (--wide), or raise "
+            f"the limit (--max-terms)")
+    say = progress if callable(progress) else _lines(resolve(progress))
+    samples = Samples(default_samples(names, input_domains(ops, names), draws, seed))
+    reps, members = enumerate_terms(ops, size, names, literals, wide, samples)
+    t1 = time.perf_counter()
+    say(f"{len(reps) + len(members)} terms, {len(reps)} classes ({t1 - t0:.1f} s)")
+    cands = sorted(find_candidates(reps, members, samples, names, conditions), key=lambda c: c.key)
+    t2 = time.perf_counter()
+    say(f"{len(cands)} candidates ({t2 - t1:.1f} s)")
+    selector = _Selector(samples, names, iterations, trials, seed, minimize)
+    kept = selector.select(cands, prune_every, say)
+    t3 = time.perf_counter()
+    stats = {"size": size, "wide": wide, "terms": len(reps) + len(members), "classes": len(reps),
+             "bound": bound, "candidates": len(cands), "unsound": selector.unsound,
+             "derived": selector.derived, "pruned": selector.pruned, "minimized": selector.minimized,
+             "kept": len(kept),
+             "evaluations": samples.evaluations, "seconds_enumerate": t1 - t0,
+             "seconds_candidates": t2 - t1, "seconds_select": t3 - t2, "seconds": t3 - t0}
+    kept.sort(key=lambda r: r.order)
+    return SynthesisResult(kept, ops, stats, selector.rejected)
+
+
+def _lines(mode: str):
+    if mode == "off":
+        return lambda msg: None
+    return lambda msg: print(f"synthesize: {msg}", file=sys.stderr, flush=True)
+
+
+def _renaming(c: Candidate) -> dict[str, str]:
+    return {v: VAR_NAMES[i] for i, v in enumerate(variables(c.lhs))}
+
+
+def _body(c: Candidate) -> str:
+    """The candidate with its variables named in order (equal for candidates that differ only in
+    the names of their variables)."""
+    rename = _renaming(c)
+    text = f"{render(c.lhs, rename)} => {render(c.rhs, rename)}"
+    if c.cond is not None:
+        text += " if " + re.sub(r"\?([a-z])\b", lambda m: "?" + rename.get(m.group(1), m.group(1)),
+                                c.cond.text)
+    return text
+
+
+class _Selector:
+    """Keeps candidates in order when sound and not derivable from the rules kept before."""
+
+    def __init__(self, samples: Samples, names, iterations: int, trials: int, seed: int,
+                 minimize: bool = True) -> None:
+        self.samples, self.names = samples, names
+        self.iterations, self.trials, self.seed = iterations, trials, seed
+        self.unsound = self.derived = self.pruned = 0
+        self.rejected: list[str] = []
+        self.rules: list = []  # rule objects of the kept rules
+        self.counts: dict[str, int] = {}
+        self._vars: dict[int, dict[str, Var]] = {}
+        self.seen: set[str] = set()
+        self.candidate: dict[str, Candidate] = {}
+        self.tested: dict[int, int] = {}  # candidate id -> rules version it was not derivable from
+        self.version = 0  # changes whenever the kept rules do
+        self.minimize = minimize
+        self.minimized = 0
+        self.dropped: set[str] = set()
+
+    def select(self, cands: list[Candidate], prune_every: int, say) -> list[SynthRule]:
+        kept: list[SynthRule] = []
+        pending = []
+        for c in cands:  # one of each candidate up to the names of its variables
+            body = _body(c)
+            if body not in self.seen:
+                self.seen.add(body)
+                pending.append(c)
+        say(f"{len(pending)} candidates up to renaming")
+        since = 0
+        while pending:
+            c = pending.pop(0)
+            made = self._rule(c)
+            if made is None:
+                continue
+            srule, objs = made
+            if not self._sound(objs, srule):
+                continue
+            if self.rules and self.tested.get(id(c)) != self.version and self._derivable(c):
+                self.derived += 1
+                continue
+            kept.append(srule)
+            self.rules += objs
+            self.version += 1
+            self.candidate[srule.name] = c
+            since += 1
+            if since >= prune_every and pending:
+                since = 0
+                before = len(pending)
+                pending = self._prune(pending)
+                self.pruned += before - len(pending)
+                say(f"{len(kept)} rules kept, {len(pending)} candidates left")
+        kept = [r for r in kept if r.name not in self.dropped]
+        return self._minimize(kept) if self.minimize else kept
+
+    def _minimize(self, kept: list[SynthRule]) -> list[SynthRule]:
+        """Drop kept rules derivable from the rules kept after them (Ruler's last step): the
+        largest first."""
+        out = list(kept)
+        for srule in sorted(kept, key=lambda r: r.order, reverse=True):
+            others = [r for r in self.rules if r.name.removesuffix("<=") != srule.name]
+            inst = self._instance(self.candidate[srule.name])
+            if inst is None or not others:
+                continue
+            try:
+                proved = prove(inst[0], inst[1], others, self.iterations, minimize=False).proved
+            except RelayError:
+                continue
+            if proved:
+                out.remove(srule)
+                self.rules = others
+                self.version += 1
+                self.minimized += 1
+        return out
+
+    # -- rules ------------------------------------------------------------------------------------
+    def _rule(self, c: Candidate):
+        rename = _renaming(c)
+        lhs, rhs = render(c.lhs, rename), render(c.rhs, rename)
+        prefix = "-".join(sorted(o.removeprefix("nn.").replace("_", "-")
+                                 for o in ops_of(c.lhs) | ops_of(c.rhs)))
+        self.counts[prefix] = self.counts.get(prefix, 0) + 1
+        name = f"{prefix}-{self.counts[prefix]}"
+        statement = f"rule {name} : {lhs} => {rhs}"
+        if c.cond is not None:
+            cond = re.sub(r"\?([a-z])\b", lambda m: "?" + rename.get(m.group(1), m.group(1)), c.cond.text)
+            statement += f" if {cond}"
+        where = sorted(c.held)[:4]
+        shown = [f"{self.samples.samples[i].label} ({self.samples.samples[i].describe(variables(c.lhs))})"
+                 for i in where]
+        shown = [re.sub(r"\?([a-z])\b", lambda m: "?" + rename.get(m.group(1), m.group(1)), s)
+                 for s in shown]
+        more = f" and {len(c.held) - len(where)} more" if len(c.held) > len(where) else ""
+        comment = f"checked on {'; '.join(shown)}{more}"
+        try:
+            objs = parse_rules(statement, "<synthesized>", ruleset="synthesized")
+        except RelayError as exc:
+            self.rejected.append(f"{statement}  (not a valid rule: {exc})")
+            return None
+        order = (size(c.lhs) + size(c.rhs), c.cond is not None, literal_count(c.lhs) + literal_count(c.rhs),
+                 -len(variables(c.lhs)), statement)
+        return SynthRule(name, statement, comment, size(c.lhs), size(c.rhs), order), objs
+
+    def _sound(self, objs, srule: SynthRule) -> bool:
+        for r in objs:
+            try:
+                # the command line's check (seed 0), and more trials: a rule that changes a type
+                # only for some broadcasting shapes would break saturation
+                result = check_rule(r, trials=self.trials, seed=0)
+                if result.status == "sound":
+                    result = check_rule(r, trials=2 * self.trials, seed=1)
+            except RuleError as exc:
+                self.unsound += 1
+                self.rejected.append(f"{srule.statement}  (refused: {exc.message})")
+                return False
+            if result.status != "sound":
+                self.unsound += 1
+                self.rejected.append(f"{srule.statement}  ({result.status})")
+                return False
+        return True
+
+    # -- derivability -----------------------------------------------------------------------------
+    def _instance(self, c: Candidate) -> tuple[Expr, Expr] | None:
+        order = sorted(c.held, key=lambda i: (self.samples.samples[i].symbolic, i))
+        for i in order:
+            lhs, rhs = self._expr(c.lhs, i), self._expr(c.rhs, i)
+            if lhs is not None and rhs is not None:
+                return lhs, rhs
+        return None
+
+    def _expr(self, term: tuple, i: int) -> Expr | None:
+        sample = self.samples.samples[i]
+        if i not in self._vars:
+            self._vars[i] = {n: Var(n, t) for n, t in sample.types.items()}
+        memo: dict[tuple, Expr] = {}
+        stack = [term]
+        while stack:  # post-order, children first
+            t = stack[-1]
+            if t in memo:
+                stack.pop()
+                continue
+            if t[0] == "v":
+                memo[t] = self._vars[i][t[1]]
+            elif t[0] == "l":
+                memo[t] = const(np.float32(t[1]))
+            else:
+                todo = [a for a in t[3] if a not in memo]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                attrs = attr_values(t[2], sample.attrs)
+                if attrs is None:
+                    return None
+                memo[t] = make_call(t[1], *[memo[a] for a in t[3]], **dict(attrs))
+            stack.pop()
+        return memo[term]
+
+    def _derivable(self, c: Candidate) -> bool:
+        inst = self._instance(c)
+        if inst is None:
+            return False
+        try:
+            return prove(inst[0], inst[1], self.rules, self.iterations, minimize=False, strict=True).proved
+        except RelayError as exc:
+            self._drop_culprit(exc)
+            return False
+
+    def _drop_culprit(self, exc: RelayError) -> None:
+        """A kept rule the e-graph refused (it changes a type on shapes the checker did not
+        draw) is dropped, so that it does not block every later derivation."""
+        m = re.search(r"rule (\S+) (unions terms|makes an ill-typed)", getattr(exc, "message", str(exc)))
+        if m is None:
+            return
+        name = m.group(1).removesuffix("<=")
+        before = len(self.rules)
+        self.rules = [r for r in self.rules if r.name.removesuffix("<=") != name]
+        if len(self.rules) < before:
+            self.version += 1
+            self.dropped.add(name)
+            self.rejected.append(f"rule {name}  (refused in the e-graph: {exc})")
+
+    def _prune(self, pending: list[Candidate]) -> list[Candidate]:
+        out: list[Candidate] = []
+        chunk = 600
+        for start in range(0, len(pending), chunk):
+            part = pending[start:start + chunk]
+            insts = [self._instance(c) for c in part]
+            pairs = [p for p in insts if p is not None]
+            try:
+                proved = iter(proved_pairs(pairs, self.rules, self.iterations))
+            except RelayError as exc:
+                self._drop_culprit(exc)
+                out += part
+                continue
+            for c, inst in zip(part, insts, strict=True):
+                if inst is None or not next(proved):
+                    out.append(c)
+                    self.tested[id(c)] = self.version  # not derivable from the rules as they are
+        return out

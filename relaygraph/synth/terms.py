@@ -1,0 +1,224 @@
+"""Terms to enumerate: pattern variables, scalar literals and op calls with attribute choices.
+
+A term is a plain tuple (hashable, so equal terms are one key): ``("v", name)`` a pattern
+variable, ``("l", value)`` a float32 scalar literal, ``("o", op, attrs, args)`` a call, where
+``attrs`` is a sorted tuple of (name, value) and a value may be an attribute variable
+(``AttrVar("p")``) or ``compose_axes(?p, ?q)`` (``AttrFun``). Each op's attribute choices come
+from small domains (``attr_choices``). ``count_terms`` bounds what an enumeration would make,
+before anything is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import RelayError
+from ..ops.registry import REQUIRED, lookup
+
+__all__ = ["AttrVar", "AttrFun", "var", "lit", "call", "size", "variables", "attr_variables",
+           "render", "attr_choices", "check_ops", "count_terms", "ops_of", "LITERALS"]
+
+LITERALS = (0.0, 1.0, -1.0, 0.5)
+
+
+@dataclass(frozen=True)
+class AttrVar:
+    """An attribute variable (``axes=?p``): a value drawn per sample, matched by the rule."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class AttrFun:
+    """A computed attribute of the rule language (``compose_axes(?p, ?q)``), right sides only."""
+
+    name: str
+    args: tuple[str, ...]
+
+
+def var(name: str) -> tuple:
+    """The pattern variable ``?name``."""
+    return ("v", name)
+
+
+def lit(value: float) -> tuple:
+    """A float32 scalar literal."""
+    return ("l", float(value))
+
+
+def call(op: str, args, attrs=()) -> tuple:
+    """A call of ``op`` on terms, with (name, value) attribute pairs."""
+    return ("o", op, tuple(sorted(attrs)), tuple(args))
+
+
+def size(t: tuple) -> int:
+    """Number of op calls."""
+    if t[0] != "o":
+        return 0
+    return 1 + sum(size(a) for a in t[3])
+
+
+def variables(t: tuple, out: list | None = None) -> list[str]:
+    """Pattern variables in order of first occurrence."""
+    out = [] if out is None else out
+    if t[0] == "v":
+        if t[1] not in out:
+            out.append(t[1])
+    elif t[0] == "o":
+        for a in t[3]:
+            variables(a, out)
+    return out
+
+
+def attr_variables(t: tuple, out: list | None = None, computed: bool = True) -> list[str]:
+    """Attribute variables in order of first occurrence (those inside computed values too)."""
+    out = [] if out is None else out
+    if t[0] == "o":
+        for _, v in t[2]:
+            names = [v.name] if isinstance(v, AttrVar) else list(v.args) if (
+                computed and isinstance(v, AttrFun)) else []
+            out += [n for n in names if n not in out]
+        for a in t[3]:
+            attr_variables(a, out, computed)
+    return out
+
+
+def has_computed(t: tuple) -> bool:
+    """Whether an attribute of the term is computed (it may only be a right side)."""
+    if t[0] != "o":
+        return False
+    return any(isinstance(v, AttrFun) for _, v in t[2]) or any(has_computed(a) for a in t[3])
+
+
+def ops_of(t: tuple, out: set | None = None) -> set[str]:
+    """The ops a term calls."""
+    out = set() if out is None else out
+    if t[0] == "o":
+        out.add(t[1])
+        for a in t[3]:
+            ops_of(a, out)
+    return out
+
+
+def _value_text(v, rename: dict[str, str]) -> str:
+    if isinstance(v, AttrVar):
+        return "?" + rename.get(v.name, v.name)
+    if isinstance(v, AttrFun):
+        return f"{v.name}({', '.join('?' + rename.get(a, a) for a in v.args)})"
+    if v is None or isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_value_text(x, rename) for x in v) + "]"
+    return repr(v)
+
+
+def _lit_text(x: float) -> str:
+    return f"{int(x)}f" if x == int(x) else f"{x}f"
+
+
+def render(t: tuple, rename: dict[str, str] | None = None) -> str:
+    """The term in the rule language (Relay syntax with ``?`` variables)."""
+    rename = rename or {}
+    if t[0] == "v":
+        return "?" + rename.get(t[1], t[1])
+    if t[0] == "l":
+        return _lit_text(t[1])
+    parts = [render(a, rename) for a in t[3]]
+    parts += [f"{k}={_value_text(v, rename)}" for k, v in t[2]]
+    return f"{t[1]}({', '.join(parts)})"
+
+
+# Attributes a left side must pin (their other values change the result or its type); the rest
+# of an op's attributes are written when the choice sets them.
+_PINNED = {
+    "nn.dense": (("out_dtype", ""),),
+    "nn.batch_matmul": (("out_dtype", ""), ("transpose_a", False), ("transpose_b", True)),
+    "sum": (("exclude", False), ("keepdims", False)),
+    "reshape": (("allowzero", False),),
+}
+
+
+def attr_choices(op: str, attr_vars: bool = True) -> list[tuple]:
+    """The attribute tuples tried for ``op``: small domains (permutations by variable, their
+    composition, the reduction axes None and [-1], a reshape to a drawn shape)."""
+    pinned = _PINNED.get(op, ())
+    if op == "transpose":
+        if not attr_vars:
+            return [()]
+        return [(("axes", AttrVar("p")),), (("axes", AttrVar("q")),),
+                (("axes", AttrFun("compose_axes", ("p", "q"))),)]
+    if op == "reshape":
+        return [(*pinned, ("newshape", AttrVar("s")))] if attr_vars else []
+    if op == "sum":
+        return [(*pinned, ("axis", None)), (*pinned, ("axis", (-1,)))]
+    opdef = lookup(op)
+    required = [k for k, v in opdef.attrs.items() if v is REQUIRED and k not in ("units",)]
+    if required:
+        raise RelayError(f"op {op}: no attribute domain for its required attribute(s) "
+                         f"{', '.join(required)}; synthesis cannot enumerate its calls")
+    return [pinned]
+
+
+def check_ops(ops) -> list[str]:
+    """The ops, checked: each must exist with a kernel and a type relation (RelayError naming it)."""
+    out = []
+    for name in ops:
+        name = name.strip()
+        if not name:
+            continue
+        opdef = lookup(name)
+        if opdef is None:
+            raise RelayError(f"unknown op {name!r}: synthesis needs ops of the op table")
+        if opdef.kernel is None:
+            raise RelayError(f"op {name} has no kernel: its terms cannot be evaluated, so rules "
+                             "over it cannot be synthesized")
+        if opdef.type_relation is None:
+            raise RelayError(f"op {name} has no type relation: its terms cannot be typed, so rules "
+                             "over it cannot be synthesized")
+        if opdef.num_inputs is None or opdef.num_inputs < 1:
+            raise RelayError(f"op {name} takes a variable number of inputs (or none); synthesis "
+                             "enumerates fixed-arity ops only")
+        attr_choices(name)
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise RelayError("no ops to synthesize rules over")
+    return out
+
+
+def count_terms(ops, size_limit: int, n_vars: int, literals, wide: int) -> int:
+    """An upper bound on the terms an enumeration makes (before equal terms are merged)."""
+    ops = list(ops)
+    leaves = n_vars + len(literals)
+    arity = {o: lookup(o).num_inputs for o in ops}
+    choices = {o: len(attr_choices(o)) for o in ops}
+
+    def layer(op_set, leaves_n, limit):
+        counts = [leaves_n]  # counts[k]: terms with k ops
+        for k in range(1, limit + 1):
+            total = 0
+            for o in op_set:
+                total += choices[o] * _ways(arity[o], k - 1, counts)
+            counts.append(total)
+        return counts
+
+    full = layer(ops, leaves, min(size_limit, wide))
+    total = sum(full[1:])
+    if size_limit > wide:
+        pairs = [(a, b) for i, a in enumerate(ops) for b in ops[i:]]
+        for a, b in pairs:
+            c = layer(sorted({a, b}), n_vars, size_limit)
+            total += sum(c[wide + 1:])
+    return total
+
+
+def _ways(arity: int, budget: int, counts: list[int]) -> int:
+    """Ways to fill ``arity`` argument slots whose op counts sum to ``budget``."""
+    if arity == 0:
+        return 1 if budget == 0 else 0
+    if arity == 1:
+        return counts[budget] if budget < len(counts) else 0
+    return sum(counts[k] * _ways(arity - 1, budget - k, counts) for k in range(budget + 1)
+               if k < len(counts))

@@ -1,0 +1,247 @@
+"""Rule synthesis, redundant rules and derivations (relaygraph.synth, ``relaygraph rules ...``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import relaygraph as rg
+from relaygraph.cli import main
+from relaygraph.errors import RelayError
+from relaygraph.ir.expr import Function, Var
+from relaygraph.ir.types import TensorType
+from relaygraph.ops.builders import make_call
+from relaygraph.rewrite import load_rules, parse_rules
+from relaygraph.rewrite.soundness import check_rules
+from relaygraph.synth import synthesize
+from relaygraph.synth.derive import base_name, format_derivation, prove, redundant_rules, rule_derivation
+from relaygraph.synth.terms import count_terms
+
+RULES = Path(__file__).resolve().parent.parent / "rules"
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Rules over add, multiply and negative, terms of up to two ops, one literal (0)."""
+    return synthesize(["add", "multiply", "negative"], size=2, literals=(0.0, -1.0), progress=False)
+
+
+def _bodies(result) -> set[str]:
+    return {r.statement.split(":", 1)[1].strip() for r in result.rules}
+
+
+def test_synthesize_finds_the_basic_laws(small):
+    bodies = _bodies(small)
+    assert "add(?a, ?b) => add(?b, ?a)" in bodies
+    assert "multiply(?a, ?b) => multiply(?b, ?a)" in bodies
+    assert "negative(negative(?a)) => ?a" in bodies
+    assert "add(?a, 0f) => ?a" in bodies
+    assert "multiply(?a, -1f) => negative(?a)" in bodies
+    assert any(b.startswith("add(add(?a, ?b), ?c) =>") for b in bodies)  # associativity
+    assert small.stats["candidates"] > len(small.rules) > 5
+
+
+def test_synthesized_rules_are_sound_and_parse(small):
+    rules = small.load()
+    assert len(rules) == len(small.rules)
+    results = check_rules(rules, trials=3)
+    assert all(r.status == "sound" for r in results), [r for r in results if r.status != "sound"]
+
+
+def test_synthesized_rules_keep_values():
+    # the rules rewrite a program without changing its value
+    result = synthesize(["add", "negative"], size=2, literals=(), progress=False)
+    x = Var("x", TensorType((3, 4), "float32"))
+    y = Var("y", TensorType((3, 4), "float32"))
+    body = make_call("add", make_call("negative", make_call("negative", x)), y)
+    fn = Function([x, y], body)
+    report = rg.saturate(fn, result.load(), iter_limit=4, time_limit=None, isolate=False, progress=False)
+    best = report.egraph.extract("tree", "node-count")
+    assert rg.node_count(best) < rg.node_count(fn)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((3, 4)).astype("float32") for _ in range(2)]
+    np.testing.assert_allclose(rg.evaluate(best, *xs), rg.evaluate(fn, *xs), rtol=1e-6)
+
+
+def test_no_kept_rule_is_derivable_from_the_others(small):
+    found = redundant_rules(small.load(), iterations=3, trials=1)
+    assert len(found) <= max(1, len(small.rules) // 5), [r.name for r, _ in found]
+
+
+def test_output_file_has_comments_and_order(small, tmp_path):
+    path = small.write(tmp_path / "s.rules")
+    text = path.read_text()
+    lines = [ln for ln in text.splitlines() if ln.startswith("rule ")]
+    assert len(lines) == len(small.rules)
+    comments = [ln for ln in text.splitlines() if ln.startswith("# checked on")]
+    assert len(comments) == len(lines)
+    assert "?a:" in comments[0] and "float32" in comments[0]
+    sizes = [r.lhs_size + r.rhs_size for r in small.rules]
+    assert sizes == sorted(sizes)
+    assert load_rules(path)  # a valid rule file
+
+
+def test_conditions_are_inferred():
+    result = synthesize(["multiply"], size=1, literals=(0.0,), progress=False)
+    conds = [r.statement for r in result.rules if " if " in r.statement]
+    assert any(re.search(r"multiply\(\?a, 0f\) => 0f if rank\(\?a\) == 0", c) for c in conds), \
+        [r.statement for r in result.rules]
+
+
+def test_transpose_with_attribute_variables():
+    result = synthesize(["transpose", "nn.relu"], size=2, literals=(), variables_count=1, progress=False)
+    bodies = _bodies(result)
+    assert "transpose(transpose(?a, axes=?p), axes=?q) => transpose(?a, axes=compose_axes(?p, ?q))" in bodies
+    assert any("nn.relu" in b and "transpose" in b for b in bodies)
+    assert all(r.status == "sound" for r in check_rules(result.load()))
+
+
+# -- bad input ----------------------------------------------------------------------------------
+def test_unknown_op_is_refused():
+    with pytest.raises(RelayError, match="unknown op 'nosuch'"):
+        synthesize(["add", "nosuch"], progress=False)
+
+
+@pytest.mark.parametrize("missing", ["kernel", "type_relation"])
+def test_op_without_kernel_or_type_relation_is_refused(monkeypatch, missing):
+    import relaygraph.synth.terms as terms
+
+    real = terms.lookup
+
+    def fake(name):
+        op = real(name)
+        return dataclasses.replace(op, **{missing: None}) if name == "negative" else op
+
+    monkeypatch.setattr(terms, "lookup", fake)
+    words = "kernel" if missing == "kernel" else "type relation"
+    with pytest.raises(RelayError, match=f"op negative has no {words}"):
+        synthesize(["add", "negative"], progress=False)
+
+
+def test_budget_stops_before_running():
+    bound = count_terms(["add", "multiply", "nn.dense", "transpose"], 4, 3, (0.0, 1.0), 4)
+    with pytest.raises(RelayError, match=rf"up to {bound} terms .*limit 1000.*--max-terms"):
+        synthesize(["add", "multiply", "nn.dense", "transpose"], size=4, literals=(0.0, 1.0),
+                   max_terms=1000, progress=False)
+
+
+def test_bad_numbers_are_refused():
+    with pytest.raises(RelayError, match="size must be an integer"):
+        synthesize(["add"], size=0, progress=False)
+
+
+# -- derivations --------------------------------------------------------------------------------
+def test_prove_records_the_rules_applied():
+    rules = load_rules(RULES / "algebraic.rules")
+    a = Var("a", TensorType((3, 4), "float32"))
+    b = Var("b", TensorType((3, 4), "float32"))
+    d = prove(make_call("subtract", a, b), make_call("add", make_call("negative", b), a), rules)
+    assert d.proved
+    assert set(d.rules) == {"sub-as-add-neg", "add-commute"}
+    assert "iteration 1" in format_derivation(d)
+    not_proved = prove(make_call("nn.relu", a), make_call("negative", a), rules, iterations=2)
+    assert not not_proved.proved and "not proved" in format_derivation(not_proved)
+
+
+def test_redundant_rules_with_their_derivations():
+    rules = parse_rules("""
+rule comm : add(?a, ?b) => add(?b, ?a)
+rule assoc : add(add(?a, ?b), ?c) => add(?a, add(?b, ?c))
+rule swap-inner : add(?a, add(?b, ?c)) => add(?a, add(?c, ?b))
+rule neg-neg : negative(negative(?a)) => ?a
+""", "<t>", "t")
+    found = {r.name: d for r, d in redundant_rules(rules, iterations=3)}
+    assert set(found) == {"swap-inner"}
+    assert found["swap-inner"].rules == ["comm"]
+
+
+def test_rule_derivation_of_a_goal():
+    rules = load_rules(RULES / "algebraic.rules")
+    goal = parse_rules("rule g : multiply(subtract(?a, ?b), ?c) => subtract(multiply(?c, ?a), "
+                       "multiply(?c, ?b))", "<g>", "g")[0]
+    d = rule_derivation(goal, rules, iterations=4)
+    assert d is not None and d.proved
+    assert "mul-distrib-sub" in {base_name(n) for n in d.rules}
+
+
+# -- command line -------------------------------------------------------------------------------
+def test_cli_synthesize_writes_checked_rules(tmp_path, capsys):
+    out = tmp_path / "syn.rules"
+    code = main(["-q", "rules", "synthesize", "--ops", "add,negative", "--size", "2", "--literals", "0",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "rules written to" in captured.out
+    assert main(["rules", "check", str(out)]) == 0  # every synthesized rule passes the checker
+    assert "sound" in capsys.readouterr().out
+
+
+def test_cli_synthesize_bad_input(tmp_path, capsys):
+    out = tmp_path / "x.rules"
+    assert main(["rules", "synthesize", "--ops", "add,nosuch", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown op 'nosuch'" in err and "Traceback" not in err
+    assert main(["rules", "synthesize", "--ops", "add,multiply,nn.dense,transpose", "--size", "4",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "terms would be enumerated (limit 150000)" in err and "--max-terms" in err
+    assert not out.exists()
+
+
+def test_cli_check_redundant(tmp_path, capsys):
+    f = tmp_path / "r.rules"
+    f.write_text("rule comm : add(?a, ?b) => add(?b, ?a)\n"
+                 "rule assoc : add(add(?a, ?b), ?c) <=> add(?a, add(?b, ?c))\n"
+                 "rule swap-inner : add(?a, add(?b, ?c)) => add(?a, add(?c, ?b))\n")
+    assert main(["-q", "rules", "check", "--redundant", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "swap-inner is derivable from the others" in out
+    assert "iteration 1: comm" in out
+    assert "1 of 4 rule directions" in out
+
+
+def test_cli_check_redundant_transposes(tmp_path, capsys):
+    # a hand-written layout rule follows from the algebraic transpose rules
+    text = (RULES / "algebraic.rules").read_text()
+    keep = [ln for ln in text.splitlines()
+            if ln.startswith(("rule transpose-transpose", "rule transpose-identity"))]
+    layout = [ln for ln in (RULES / "layout.rules").read_text().splitlines()
+              if ln.startswith("rule nchw-nhwc")]
+    f = tmp_path / "t.rules"
+    f.write_text("\n".join(keep + layout) + "\n")
+    assert main(["-q", "rules", "check", "--redundant", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "nchw-nhwc-nchw is derivable from the others" in out
+    assert "transpose-transpose" in out and "transpose-identity" in out
+
+
+@pytest.mark.slow
+def test_cli_check_redundant_shipped_rules(capsys):
+    # ``relaygraph rules check --redundant rules/``: the hand-written rules derivable from the others
+    assert main(["-q", "rules", "check", "--redundant", str(RULES)]) == 0
+    out = capsys.readouterr().out
+    assert "nchw-nhwc-nchw is derivable from the others" in out
+    assert "mul-distrib-sub (both directions) is derivable from the others" in out
+
+
+def test_cli_derive(capsys):
+    path = str(RULES / "algebraic.rules")
+    assert main(["rules", "derive", path, "--lhs", "subtract(?a, ?b)", "--rhs", "add(negative(?b), ?a)"]) == 0
+    out = capsys.readouterr().out
+    assert "proved within 5 iteration(s)" in out and "sub-as-add-neg" in out
+    assert main(["rules", "derive", path, "--lhs", "nn.relu(?a)", "--rhs", "negative(?a)"]) == 1
+    assert "not proved" in capsys.readouterr().out
+    assert main(["rules", "derive", path, "--lhs", "add(?a,", "--rhs", "?a"]) == 2
+    err = capsys.readouterr().err
+    assert "error" in err and "Traceback" not in err
+    assert main(["rules", "derive", path, "--lhs", "add(?a, ?b)", "--rhs", "?c"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_rg_rules_namespace():
+    assert rg.rules.synthesize is synthesize
+    assert callable(rg.rules.redundant) and callable(rg.rules.derive)
