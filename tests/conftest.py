@@ -1,6 +1,8 @@
 """Suite-wide guards: a test that would pass without checking anything fails instead."""
 
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -10,6 +12,22 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+def pytest_configure(config):
+    """The cpu cost model (optimize's default) reads a calibrated profile: the suite uses its own,
+    made once per session by the quick calibration (seconds, not the full minute), so no test
+    reads or writes the user's profile and none spends minutes calibrating."""
+    directory = tempfile.mkdtemp(prefix="relaygraph-profile-")
+    config._relaygraph_profile_dir = directory
+    os.environ["RELAYGRAPH_PROFILE_DIR"] = directory  # subprocesses (CLI tests) share it
+    os.environ["RELAYGRAPH_CALIBRATE"] = "quick"
+
+
+def pytest_unconfigure(config):
+    directory = getattr(config, "_relaygraph_profile_dir", None)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items):

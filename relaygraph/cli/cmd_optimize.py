@@ -11,7 +11,7 @@ from . import UsageError
 __all__ = ["register"]
 
 # for --help only: the names are checked by relaygraph.validate, as rg.optimize checks them
-COSTS = ("node-count", "flops", "bytes", "latency", "measured")
+COSTS = ("cpu", "node-count", "flops", "bytes", "latency", "measured")
 PREVIEW_LINES = 25
 
 
@@ -68,6 +68,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     optimize_options(cost=args.cost, extractor=args.extractor, node_limit=args.node_limit,
                      iter_limit=args.iter_limit, time_limit=args.time_limit, prefix="--")
+    if args.cost == "cpu":  # before any work: a missing profile is measured (or reported) first
+        from ..egraph.cpu_cost import default_profile
+
+        default_profile(calibrate=not args.no_calibrate)
     mod, params, label = load_program(args)
     if _wants_rule_check(args):
         _check_rules(args.rules)
@@ -141,8 +145,11 @@ def register(sub) -> None:
     add_program_arguments(p)
     p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
                                               "rules/fusion.rules)")
-    p.add_argument("--cost", default="latency",
-                   help=f"cost model: {', '.join(COSTS)} (default latency)")
+    p.add_argument("--cost", default="cpu",
+                   help=f"cost model: {', '.join(COSTS)} (default cpu: this machine's numpy executor, "
+                        "from its calibrated profile; see relaygraph calibrate)")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="with --cost cpu, fail instead of calibrating when this machine has no CPU profile")
     p.add_argument("--extractor", default="ilp",
                    help=f"{', '.join(EXTRACTORS)}; default ilp: DAG-optimal within its time limit, "
                         "warm-started by greedy-dag")
