@@ -125,9 +125,9 @@ class _Calibration:
         self.quick = quick
         self.rng = np.random.default_rng(0)
         self.repeats = 3 if quick else 5
-        self.min_seconds = 1e-3 if quick else 3e-3
-        self.sizes = [1 << 10, 1 << 15, 1 << 19] if quick else [1 << 8, 1 << 12, 1 << 15, 1 << 18, 1 << 21]
-        self.max_flops = 1e8 if quick else 1.5e9
+        self.min_seconds = 5e-4 if quick else 3e-3
+        self.sizes = [1 << 10, 1 << 17] if quick else [1 << 8, 1 << 12, 1 << 15, 1 << 18, 1 << 21]
+        self.max_flops = 3e7 if quick else 1.5e9
         self.data: dict = {"curves": {}, "gemm": [], "bmm": [], "conv_ratio": {}, "fused_ratio": {}}
         specs = _curve_specs()
         self.specs = specs
@@ -206,8 +206,8 @@ class _Calibration:
         curves["concatenate"] = _monotone(concat)
 
     def _gemm_grid(self) -> list:
-        ms = (1, 64, 1024) if self.quick else (1, 16, 128, 512, 2048, 8192)
-        nk = (32, 512) if self.quick else (16, 64, 256, 1024, 4096)
+        ms = (1, 64, 512) if self.quick else (1, 16, 128, 512, 2048, 8192)
+        nk = (32, 256) if self.quick else (16, 64, 256, 1024, 4096)
         return [(m, n, k) for m in ms for n in nk for k in nk if 2.0 * m * n * k <= self.max_flops]
 
     def gemm(self) -> None:
@@ -219,8 +219,8 @@ class _Calibration:
             self.step(f"dense {m}x{n}x{k}")
 
     def _bmm_grid(self) -> list:
-        bs = (1, 16) if self.quick else (1, 8, 32)
-        dims = (8, 128) if self.quick else (8, 64, 256)
+        bs = (1, 8) if self.quick else (1, 8, 32)
+        dims = (8, 64) if self.quick else (8, 64, 256)
         return [(b, m, n, k) for b in bs for m in dims for n in dims for k in dims
                 if 2.0 * b * m * n * k <= self.max_flops]
 
@@ -253,18 +253,20 @@ class _Calibration:
 
     def _conv_shapes(self) -> list:
         # (channels in, image size, channels out, kernel, stride, padding)
-        shapes = [(3, 56, 16, 7, 2, 3), (16, 28, 16, 3, 1, 1), (64, 28, 64, 1, 1, 0), (64, 14, 128, 3, 2, 1),
-                  (128, 14, 128, 3, 1, 1), (256, 7, 64, 1, 1, 0), (4, 8, 8, 3, 1, 1), (8, 8, 8, 1, 1, 0)]
+        shapes = [(16, 28, 16, 3, 1, 1), (64, 14, 64, 1, 1, 0), (4, 8, 8, 3, 1, 1), (8, 8, 8, 1, 1, 0)]
         if not self.quick:
-            shapes += [(64, 56, 64, 3, 1, 1), (64, 56, 256, 1, 1, 0), (256, 56, 64, 1, 1, 0),
+            shapes += [(3, 56, 16, 7, 2, 3), (64, 28, 64, 1, 1, 0), (64, 14, 128, 3, 2, 1),
+                       (128, 14, 128, 3, 1, 1), (256, 7, 64, 1, 1, 0), (64, 56, 64, 3, 1, 1),
+                       (64, 56, 256, 1, 1, 0), (256, 56, 64, 1, 1, 0),
                        (3, 224, 64, 7, 2, 3), (256, 14, 256, 3, 1, 1), (512, 7, 512, 3, 1, 1),
                        (1024, 14, 256, 1, 1, 0), (2048, 7, 512, 1, 1, 0), (32, 16, 32, 3, 1, 1)]
         return shapes
 
     def _depthwise_shapes(self) -> list:
-        shapes = [(8, 16, 1), (32, 28, 1), (64, 14, 2)]
+        shapes = [(8, 16, 1), (32, 28, 1)]
         if not self.quick:
-            shapes += [(32, 112, 1), (64, 112, 2), (128, 56, 1), (256, 28, 1), (512, 14, 1), (1024, 7, 1)]
+            shapes += [(64, 14, 2), (32, 112, 1), (64, 112, 2), (128, 56, 1), (256, 28, 1), (512, 14, 1),
+                       (1024, 7, 1)]
         return shapes
 
     def conv(self) -> None:
