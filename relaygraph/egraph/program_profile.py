@@ -23,7 +23,7 @@ from ..ir.module import IRModule
 from ..ir.traversal import iter_post_order
 from ..ir.types import TensorType, format_type
 
-__all__ = ["profile", "ProgramProfile", "NodeTime"]
+__all__ = ["profile", "predict", "ProgramProfile", "NodeTime"]
 
 
 @dataclass
@@ -233,3 +233,20 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
     predicted = sum(n.predicted for n in nodes) + model.profile.program
     return ProgramProfile(nodes, statistics.median(program), predicted, runs,
                           profile_path=model.profile.path, quick_profile=model.profile.quick)
+
+
+def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "main",
+            calibrate: bool = True) -> float:
+    """Seconds the ``cpu`` model predicts for one run of ``entry``: every instruction the executor
+    runs, plus the per-program overhead (nothing is measured)."""
+    from ..ty import infer_type
+    from .cpu_cost import default_profile
+    from .optimize import bind_params
+
+    model = default_profile(calibrate=calibrate)
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
+    if params:
+        mod = bind_params(mod, params, entry)
+    typed = infer_type(mod)
+    return sum(s.info[4] for s in _steps(typed[entry], typed, model)) + model.profile.program
