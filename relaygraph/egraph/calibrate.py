@@ -18,6 +18,7 @@ The full mode takes about a minute; ``quick=True`` takes a few seconds on fewer,
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 
@@ -32,9 +33,9 @@ F32 = np.float32
 
 
 def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-3) -> float:
-    """Seconds of ``fn()``: the best of ``repeats`` samples, each looping enough calls to fill
-    ``min_seconds``. The best, not the median: on a machine shared with other work a sample can
-    lose whole scheduler slices, and the kernel's own cost is what a per-node model can predict."""
+    """Seconds of ``fn()``: the median of ``repeats`` samples, each looping enough calls to fill
+    ``min_seconds``. The median, as programs are timed: on a machine shared with other work both
+    then see the same share of it."""
     fn()
     start = time.perf_counter()
     fn()
@@ -46,7 +47,7 @@ def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-
         for _ in range(loops):
             fn()
         samples.append((time.perf_counter() - start) / loops)
-    return min(samples)
+    return statistics.median(samples)
 
 
 def _rand(rng, shape, low=0.5, high=1.5) -> np.ndarray:
@@ -155,31 +156,48 @@ class _Calibration:
         self.numexpr()
         self.conv()
         self.fused()
-        self.phase.done(f"{time.perf_counter() - started:.1f} s")
+        self.phase.done()
         self.data["seconds"] = time.perf_counter() - started
         return self.data
 
     # -- measurements --------------------------------------------------------------------------
     def dispatch(self) -> None:
+        """Per instruction: a plan of varied small ops, less their kernels timed alone. Varied,
+        because a kernel called in a loop on the same data runs faster than in a program."""
         from ..eval import evaluate
         from ..eval.executor import compile_function
         from ..ir.expr import Function, var
         from ..ir.module import IRModule
         from ..ops.builders import make_call
 
-        x = var("x", TensorType((1,), "float32"))
-        body, length = x, 200
-        for _ in range(length):
-            body = make_call("negative", body)
+        shape = (8, 32)
+        x = var("x", TensorType(shape, "float32"))
+        chain = [("add", True), ("tanh", False), ("multiply", True), ("nn.relu", False),
+                 ("subtract", True), ("exp", False), ("divide", True), ("sqrt", False)]
+        body, calls = x, []
+        for _ in range(25):
+            for name, binary in chain:
+                body = make_call(name, body, x) if binary else make_call(name, body)
+                calls.append((name, binary))
         plan = compile_function(Function([x], body))
-        one = np.ones((1,), F32)
-        kernel, attrs = _call("negative", [one])
-        per_kernel = self.time(lambda: kernel([one], attrs))
-        chain = self.time(lambda: plan.run([one]))
-        self.data["dispatch"] = max(chain / length - per_kernel, 1e-8)
-        tiny = IRModule.from_expr(Function([x], make_call("negative", x)))
-        whole = self.time(lambda: evaluate(tiny, one))
-        self.data["program"] = max(whole - self.data["dispatch"] - per_kernel, 0.0)
+        value = _rand(self.rng, shape)
+        alone = 0.0
+        for name, binary in chain:
+            args = [value, value] if binary else [value]
+            kernel, attrs = _call(name, args)
+            alone += self.kernel_time(kernel, args, attrs) * 25
+        whole = self.time(lambda: plan.run([value]))
+        self.data["dispatch"] = max((whole - alone) / len(calls), 1e-8)
+        # per program, and per input (rg.evaluate checks each input against its parameter)
+        params = [var(f"p{i}", TensorType(shape, "float32")) for i in range(16)]
+        one = IRModule.from_expr(Function(params[:1], make_call("negative", params[0])))
+        many = IRModule.from_expr(Function(params, make_call("negative", params[0])))
+        t_one = self.time(lambda: evaluate(one, value))
+        t_many = self.time(lambda: evaluate(many, *([value] * 16)))
+        kernel, attrs = _call("negative", [value])
+        neg = self.kernel_time(kernel, [value], attrs)
+        self.data["program_per_input"] = max((t_many - t_one) / 15, 0.0)
+        self.data["program"] = max(t_one - self.data["dispatch"] - neg - self.data["program_per_input"], 0.0)
         self.step("dispatch")
 
     def curves(self) -> None:

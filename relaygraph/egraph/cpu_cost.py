@@ -206,6 +206,7 @@ class Profile:
         self.quick = bool(data.get("quick"))
         self.dispatch = float(data["dispatch"])
         self.program = float(data.get("program", 0.0))
+        self.program_per_input = float(data.get("program_per_input", 0.0))
         self.curves: dict[str, list] = data["curves"]
         self.gemm: list = data["gemm"]
         self.bmm: list = data["bmm"]
@@ -272,6 +273,10 @@ class CpuCost:
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
         return self.profile.dispatch + self.kernel(op, attrs or {}, list(arg_types), out_type)
+
+    def program_overhead(self, inputs: int) -> float:
+        """Seconds ``rg.evaluate`` spends on a program besides its instructions (binding inputs)."""
+        return self.profile.program + self.profile.program_per_input * inputs
 
     def kernel(self, op: str, attrs: Mapping, arg_types: list, out_type) -> float:
         """Seconds of the op's numpy kernel alone (no executor dispatch)."""

@@ -230,7 +230,7 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
             timing.step()
     timing.done()
     nodes = [NodeTime(*s.info, measured=statistics.median(t)) for s, t in zip(steps, samples, strict=True)]
-    predicted = sum(n.predicted for n in nodes) + model.profile.program
+    predicted = sum(n.predicted for n in nodes) + model.program_overhead(len(func.params))
     return ProgramProfile(nodes, statistics.median(program), predicted, runs,
                           profile_path=model.profile.path, quick_profile=model.profile.quick)
 
@@ -249,4 +249,5 @@ def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "
     if params:
         mod = bind_params(mod, params, entry)
     typed = infer_type(mod)
-    return sum(s.info[4] for s in _steps(typed[entry], typed, model)) + model.profile.program
+    func = typed[entry]
+    return sum(s.info[4] for s in _steps(func, typed, model)) + model.program_overhead(len(func.params))
