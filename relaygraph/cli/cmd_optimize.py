@@ -11,7 +11,7 @@ from . import UsageError
 __all__ = ["register"]
 
 # for --help only: the names are checked by relaygraph.validate, as rg.optimize checks them
-COSTS = ("cpu", "node-count", "flops", "bytes", "latency", "measured")
+COSTS = ("node-count", "flops", "bytes", "latency", "measured", "cpu")
 PREVIEW_LINES = 25
 
 
