@@ -24,6 +24,15 @@ def pytest_configure(config):
     os.environ["RELAYGRAPH_CALIBRATE"] = "quick"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cpu_profile():
+    """The session's quick profile, made before the first test: no test's output (progress lines,
+    timings) then depends on whether an earlier test already made it."""
+    from relaygraph.egraph.cpu_cost import default_profile
+
+    return default_profile(progress=False)
+
+
 def pytest_unconfigure(config):
     directory = getattr(config, "_relaygraph_profile_dir", None)
     if directory:
