@@ -25,8 +25,8 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..ir.types import TensorType, TupleType
-from .cost import DEFAULT_MACHINE, CostModelError, _lookup, _members, _type_bytes, cache_dir
+from ..ir.types import TensorType, TupleType, format_type
+from .cost import DEFAULT_MACHINE, CostModelError, cache_dir
 
 __all__ = ["ProfileError", "Profile", "CpuCost", "machine_key", "profile_path", "load_profile",
            "default_profile", "reset_default", "FORMAT", "op_kind"]
@@ -156,12 +156,41 @@ def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: 
 
 
 # -- what a node is ----------------------------------------------------------------------------
+def _lookup(op: str):
+    from ..ops import lookup
+
+    return lookup(op)
+
+
+def _members(op: str, attrs: Mapping) -> list[tuple]:
+    members = attrs.get("fused_ops") if attrs else None
+    if not members:
+        raise CostModelError(f"fused op {op} must list its member calls in attrs['fused_ops']")
+    return [tuple(m) for m in members]
+
+
 def _numel(t) -> float:
+    """Elements of a tensor (or of a tuple's fields); symbolic dimensions count as the cost
+    models' ``Machine.symbolic_dim``, a '?' dimension is a CostModelError."""
     if isinstance(t, TupleType):
         return sum(_numel(f) for f in t.fields)
     if not isinstance(t, TensorType):
         return 0.0
-    return _type_bytes(TensorType(t.shape, "float32"), DEFAULT_MACHINE) / 4.0
+    return _elements(t)
+
+
+def _elements(t: TensorType) -> float:
+    from ..ir.types import Any as AnyDim
+
+    count = 1.0
+    for d in t.shape:
+        if d is AnyDim:
+            raise CostModelError(f"the size of {format_type(t)} is unknown: it has a '?' dimension")
+        if not isinstance(d, int):
+            free = getattr(d, "free_symbols", None)
+            d = d.subs({x: DEFAULT_MACHINE.symbolic_dim for x in free}) if free else d
+        count *= float(d)
+    return count
 
 
 def _shape(t) -> tuple:
