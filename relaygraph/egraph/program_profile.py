@@ -211,7 +211,7 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
     steps = _steps(func, typed, model)
     values = list(inputs) if inputs is not None else random_inputs(typed, seed, entry=entry)
     timing = phase("profile", f"{len(steps)} instructions, {runs} runs of each and of the program",
-                   total=runs, unit="run", progress=progress)
+                   total=runs, unit="run", progress=progress, every=2.0)
     samples = [[] for _ in steps]
     program = []
     with np.errstate(all="ignore"):
