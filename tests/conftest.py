@@ -22,6 +22,11 @@ def pytest_configure(config):
     config._relaygraph_profile_dir = directory
     os.environ["RELAYGRAPH_PROFILE_DIR"] = directory  # subprocesses (CLI tests) share it
     os.environ["RELAYGRAPH_CALIBRATE"] = "quick"
+    # The profile is keyed by thread counts; a module that sets them when imported (a benchmark's
+    # one-thread setting) must not change them for the CLI subprocesses of later tests. These are
+    # the counts BLAS and numexpr start with anyway: one thread per core.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(os.cpu_count() or 1))
 
 
 @pytest.fixture(scope="session", autouse=True)
