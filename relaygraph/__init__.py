@@ -79,6 +79,8 @@ _LAZY = {
     "dataflow_pattern": ("relaygraph.dataflow_pattern", None),
     "saturate": ("relaygraph.egraph", "saturate"),
     "optimize": ("relaygraph.egraph.optimize", "optimize"),
+    "profile": ("relaygraph.egraph.program_profile", "profile"),
+    "calibrate": ("relaygraph.egraph.calibrate", "calibrate"),
     "extract": ("relaygraph.egraph.extract", None),
     "zoo": ("relaygraph.zoo", None),
     "text": ("relaygraph.text", None),

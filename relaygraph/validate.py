@@ -64,7 +64,7 @@ def cost_model_names() -> list[str]:
     return list(COST_MODELS)
 
 
-def optimize_options(*, cost="latency", extractor: str = "ilp", node_limit=None, iter_limit=None,
+def optimize_options(*, cost="cpu", extractor: str = "ilp", node_limit=None, iter_limit=None,
                      time_limit=None, ilp_time_limit=None, prefix: str = "") -> None:
     """Check the options of ``rg.optimize`` (and ``relaygraph optimize``) before any work."""
     limits(node_limit=node_limit, iter_limit=iter_limit, time_limit=time_limit,

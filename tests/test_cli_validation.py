@@ -99,7 +99,8 @@ def test_unreadable_file_is_named(files, capsys, monkeypatch):
     ("--time-limit", "0", "--time-limit must be a positive number of seconds, got 0.0"),
     ("--node-limit", "0", "--node-limit must be a positive integer, got 0"),
     ("--iter-limit", "-1", "--iter-limit must be a positive integer, got -1"),
-    ("--cost", "bogus", "unknown cost model 'bogus'; known: node-count, flops, bytes, latency, measured"),
+    ("--cost", "bogus",
+     "unknown cost model 'bogus'; known: node-count, flops, bytes, latency, measured, cpu"),
     ("--extractor", "bogus", "unknown extractor 'bogus'; known: tree, greedy-dag, greedy-dag+ls, ilp"),
 ])
 def test_optimize_refuses_bad_limits_and_names(files, capsys, flag, value, message):

@@ -11,7 +11,7 @@ from . import UsageError
 __all__ = ["register"]
 
 # for --help only: the names are checked by relaygraph.validate, as rg.optimize checks them
-COSTS = ("node-count", "flops", "bytes", "latency", "measured")
+COSTS = ("node-count", "flops", "bytes", "latency", "measured", "cpu")
 PREVIEW_LINES = 25
 
 
@@ -79,6 +79,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         if args.compare_pipeline not in NAMED_PIPELINES:
             raise UsageError(f"--compare-pipeline: unknown pipeline {args.compare_pipeline!r}; known: "
                              f"{', '.join(NAMED_PIPELINES)}")
+    if args.cost == "cpu":  # before any work: a missing profile is measured (or reported) first
+        from ..egraph.cpu_cost import default_profile
+
+        default_profile(calibrate=not args.no_calibrate)
     mod, params, label = load_program(args)
     if _wants_rule_check(args):
         _check_rules(args.rules)
@@ -167,8 +171,11 @@ def register(sub) -> None:
     add_program_arguments(p)
     p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
                                               "rules/fusion.rules, rules/cpu.rules)")
-    p.add_argument("--cost", default="latency",
-                   help=f"cost model: {', '.join(COSTS)} (default latency)")
+    p.add_argument("--cost", default="cpu",
+                   help=f"cost model: {', '.join(COSTS)} (default cpu: this machine's numpy executor, "
+                        "from its calibrated profile; see relaygraph calibrate)")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="with --cost cpu, fail instead of calibrating when this machine has no CPU profile")
     p.add_argument("--extractor", default="ilp",
                    help=f"{', '.join(EXTRACTORS)}; default ilp: DAG-optimal within its time limit, "
                         "warm-started by greedy-dag")

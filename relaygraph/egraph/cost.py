@@ -14,6 +14,8 @@ result type (``relaygraph.ir`` types).
   A fused group pays one launch and only its external traffic (its inputs and output).
 - ``measured``: numpy time of the op's kernel on random inputs of that signature, measured once
   and cached on disk (``$XDG_CACHE_HOME/relaygraph`` or ``~/.cache/relaygraph``).
+- ``cpu``: seconds of this machine's numpy executor (dispatch plus the kernel), from a profile
+  calibrated once (``relaygraph calibrate``; see ``cpu_cost.py``).
 
 A fused group ``fused.<name>`` that is not in the op table lists its member calls in
 ``attrs["fused_ops"]`` as ``(op, attrs, arg_types, out_type)`` tuples, innermost first; its own
@@ -48,7 +50,7 @@ from ..ir.types import TensorType, TupleType, Type, format_type
 __all__ = [
     "CostModelError", "Machine", "DEFAULT_MACHINE", "NodeInfo", "node_count", "flops", "bytes",
     "latency", "make_latency", "measured", "MeasuredCost", "apply_cost", "describe_from_json",
-    "COST_MODELS", "cache_dir", "describe_from_encoding",
+    "COST_MODELS", "cache_dir", "describe_from_encoding", "cpu",
 ]
 
 CostFn = Callable[[str, Mapping, Sequence[Type], Any], float]
@@ -256,8 +258,16 @@ def measured(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> fl
     return _MEASURED(op, attrs, arg_types, out_type)
 
 
+def cpu(op: str, attrs: Mapping, arg_types: Sequence[Type], out_type) -> float:
+    """Seconds of this machine's numpy executor for one call, from its calibrated profile
+    (``relaygraph.egraph.cpu_cost``; calibrated on first use when there is none)."""
+    from .cpu_cost import default_profile
+
+    return default_profile()(op, attrs, arg_types, out_type)
+
+
 COST_MODELS: dict[str, CostFn] = {"node-count": node_count, "flops": flops, "bytes": bytes,
-                                  "latency": latency, "measured": measured}
+                                  "latency": latency, "measured": measured, "cpu": cpu}
 
 
 @dataclass(frozen=True)

@@ -439,7 +439,7 @@ def suspect_rules(rules, reports: dict, ops_before: dict, ops_after: dict) -> li
     return sorted(out, key=lambda r: -r["matches"])
 
 
-def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
+def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
              extractor: str = "ilp", node_limit: int | None = 50_000,
              iter_limit: int | None = 30, time_limit: float | None = 60.0, check: bool = True,
              params: dict[str, np.ndarray] | None = None, seed: int = 0, repeats: int = 5,
@@ -464,6 +464,10 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "latency",
     progress = resolve(progress)
     optimize_options(cost=cost, extractor=extractor, node_limit=node_limit, iter_limit=iter_limit,
                      time_limit=time_limit, ilp_time_limit=ilp_time_limit)
+    if cost == "cpu":  # a missing profile is measured now, before any other work, with its own progress
+        from .cpu_cost import default_profile
+
+        default_profile(progress="auto")
     loading = phase("load", "reading the rules, type-checking the program", progress=progress)
     rule_objects = _load_rules(rules)  # a bad rule file is reported before any work
     started = time.perf_counter()

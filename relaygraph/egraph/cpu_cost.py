@@ -1,0 +1,448 @@
+"""The ``cpu`` cost model: seconds of this machine's numpy executor per node, from a calibrated profile.
+
+``relaygraph calibrate`` (``calibrate()`` in ``relaygraph.egraph.calibrate``) measures the machine
+once and stores a profile: the executor's dispatch overhead per instruction, a time curve per
+operator over its work size (elementwise, reductions, layout, pooling), GEMM and batch-matmul
+times on a grid of shapes, the convolution kernel as the executor runs it (padding, the window
+copy, the matrix product and the copy of the result), numexpr groups and the fused ops of the op
+table. Predictions are table lookups and interpolation, so costing a node is cheap.
+
+A profile is keyed by the machine (CPU model, cores), the numpy and BLAS build and the thread
+counts. Loading one made elsewhere (or by another format of this module) raises ProfileError
+naming each difference; a stale profile is never used silently. The profile lives in
+``$RELAYGRAPH_PROFILE_DIR`` or else in the measured-cost cache directory (``cost.cache_dir()``).
+A missing profile is calibrated once (``$RELAYGRAPH_CALIBRATE=quick`` makes that the quick mode,
+as the test suite does) unless calibration is turned off, when ProfileError says how to make one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..ir.types import TensorType, TupleType, format_type
+from .cost import DEFAULT_MACHINE, CostModelError, cache_dir
+
+__all__ = ["ProfileError", "Profile", "CpuCost", "machine_key", "profile_path", "load_profile",
+           "default_profile", "reset_default", "FORMAT", "op_kind"]
+
+FORMAT = 2  # the layout of the profile file and the meaning of its figures
+PROFILE_FILE = "cpu-profile.json"
+
+
+class ProfileError(CostModelError):
+    """A CPU profile that is missing, unreadable, stale or made on another machine or build."""
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _blas() -> str:
+    import numpy as np
+
+    try:
+        config = np.show_config(mode="dicts")
+        blas = config.get("Build Dependencies", {}).get("blas", {})
+        text = f"{blas.get('name', '?')} {blas.get('version', '?')}"
+        extra = blas.get("openblas configuration") or ""
+        return f"{text} {extra}".strip()
+    except (TypeError, AttributeError, ValueError):  # an older numpy without mode="dicts"
+        return "unknown"
+
+
+def _threads() -> dict[str, Any]:
+    """BLAS and numexpr threads: threadpoolctl's figures when it is installed, else the usual
+    environment variables (BLAS starts one thread per core without them)."""
+    blas = None
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = sum(p.get("num_threads", 0) for p in threadpool_info() if p.get("user_api") == "blas") or None
+    except ImportError:
+        pass
+    if blas is None:
+        for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+            if os.environ.get(var, "").strip().isdigit():
+                blas = int(os.environ[var])
+                break
+    try:
+        import numexpr
+
+        ne = numexpr.get_num_threads() if hasattr(numexpr, "get_num_threads") else numexpr.nthreads
+    except ImportError:
+        ne = 0
+    return {"blas threads": blas or os.cpu_count() or 1, "numexpr threads": int(ne)}
+
+
+def machine_key() -> dict[str, Any]:
+    """What a profile is valid for: this machine, build and thread setting."""
+    import numpy as np
+
+    return {"format": FORMAT, "cpu": _cpu_model(), "cores": os.cpu_count() or 1,
+            "numpy": np.__version__, "blas": _blas(), **_threads()}
+
+
+def profile_path(path: str | None = None) -> str:
+    """Where the profile is: ``path``, else ``$RELAYGRAPH_PROFILE_DIR`` or the cache directory."""
+    if path:
+        return str(path)
+    base = os.environ.get("RELAYGRAPH_PROFILE_DIR") or cache_dir()
+    return os.path.join(base, PROFILE_FILE)
+
+
+def _differences(made: Mapping, here: Mapping) -> list[str]:
+    out = []
+    for name in sorted(set(made) | set(here), key=lambda k: (k != "format", k)):
+        if made.get(name) != here.get(name):
+            out.append(f"{name} {made.get(name)!r} (this machine: {here.get(name)!r})")
+    return out
+
+
+# -- interpolation --------------------------------------------------------------------------
+def curve_at(points: Sequence[Sequence[float]], n: float) -> float:
+    """Seconds at work size ``n`` on a measured curve ``[(n, seconds), ...]`` (sorted by n):
+    piecewise linear in log-log between points, flat below the first (the call's floor) and
+    proportional to ``n`` above the last."""
+    if n <= points[0][0]:
+        return points[0][1]
+    if n >= points[-1][0]:
+        return points[-1][1] * n / points[-1][0]
+    i = bisect.bisect_left([p[0] for p in points], n)
+    (n0, t0), (n1, t1) = points[i - 1], points[i]
+    f = (math.log(n) - math.log(n0)) / (math.log(n1) - math.log(n0))
+    return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
+
+
+def _ratio_at(points: Sequence[Sequence[float]], x: float) -> float:
+    """A correction factor at ``x`` from ``[(x, factor), ...]``: linear in log x, clamped at the ends."""
+    if x <= points[0][0]:
+        return points[0][1]
+    if x >= points[-1][0]:
+        return points[-1][1]
+    i = bisect.bisect_left([p[0] for p in points], x)
+    (x0, r0), (x1, r1) = points[i - 1], points[i]
+    return r0 + (r1 - r0) * (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+
+
+def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
+    """FLOP/s at a shape, from a grid ``[(*features, flops, seconds), ...]``: the inverse-distance
+    mean (in log2 space) of the rates of the ``k`` nearest grid shapes."""
+    want = [math.log2(max(f, 1.0)) for f in features]
+    scored = []
+    for row in grid:
+        *feat, fl, sec = row
+        d = math.sqrt(sum((math.log2(max(a, 1.0)) - b) ** 2 for a, b in zip(feat, want, strict=True)))
+        scored.append((d, fl / sec))
+    scored.sort()
+    near = scored[:k]
+    if near[0][0] < 1e-9:
+        return near[0][1]
+    weights = [1.0 / d ** 2 for d, _ in near]
+    # the mean of log rates: rates differ by orders of magnitude between tiny and large shapes
+    return math.exp(sum(w * math.log(r) for w, (_, r) in zip(weights, near, strict=True)) / sum(weights))
+
+
+# -- what a node is ----------------------------------------------------------------------------
+def _lookup(op: str):
+    from ..ops import lookup
+
+    return lookup(op)
+
+
+def _members(op: str, attrs: Mapping) -> list[tuple]:
+    members = attrs.get("fused_ops") if attrs else None
+    if not members:
+        raise CostModelError(f"fused op {op} must list its member calls in attrs['fused_ops']")
+    return [tuple(m) for m in members]
+
+
+def _numel(t) -> float:
+    """Elements of a tensor (or of a tuple's fields); symbolic dimensions count as the cost
+    models' ``Machine.symbolic_dim``, a '?' dimension is a CostModelError."""
+    if isinstance(t, TupleType):
+        return sum(_numel(f) for f in t.fields)
+    if not isinstance(t, TensorType):
+        return 0.0
+    return _elements(t)
+
+
+def _elements(t: TensorType) -> float:
+    from ..ir.types import Any as AnyDim
+
+    count = 1.0
+    for d in t.shape:
+        if d is AnyDim:
+            raise CostModelError(f"the size of {format_type(t)} is unknown: it has a '?' dimension")
+        if not isinstance(d, int):
+            free = getattr(d, "free_symbols", None)
+            d = d.subs({x: DEFAULT_MACHINE.symbolic_dim for x in free}) if free else d
+        count *= float(d)
+    return count
+
+
+def _shape(t) -> tuple:
+    if not isinstance(t, TensorType):
+        raise CostModelError(f"expected a tensor type, got {t}")
+    _numel(t)  # refuses '?' dimensions
+    return tuple(int(d) if isinstance(d, int) else int(_numel(TensorType((d,), "float32"))) for d in t.shape)
+
+
+def op_kind(op: str) -> str:
+    """The family an op is costed (and reported) in: gemm, conv, elementwise, reduce, layout,
+    pool, fused, or other."""
+    if op.startswith("fused."):
+        return "fused"
+    if op in ("nn.dense", "nn.matmul", "nn.batch_matmul"):
+        return "gemm"
+    if op.startswith("nn.conv"):
+        return "conv"
+    if "pool" in op:
+        return "pool"
+    record = _lookup(op)
+    if record is None:
+        return "other"
+    kind = int(record.pattern)
+    if kind <= 1:
+        return "elementwise"
+    if kind == 2:
+        return "layout"
+    if kind == 3 or op in ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.batch_norm",
+                           "nn.group_norm", "nn.instance_norm"):
+        return "reduce"
+    return "other"
+
+
+class Profile:
+    """A calibrated profile: the figures and the key they are valid for."""
+
+    def __init__(self, data: dict, path: str | None = None) -> None:
+        self.data = data
+        self.path = path
+        self.key = data["key"]
+        self.quick = bool(data.get("quick"))
+        self.dispatch = float(data["dispatch"])
+        self.program = float(data.get("program", 0.0))
+        self.program_per_input = float(data.get("program_per_input", 0.0))
+        self.curves: dict[str, list] = data["curves"]
+        self.gemm: list = data["gemm"]
+        self.bmm: list = data["bmm"]
+        self.conv_ratio: dict[str, list] = data["conv_ratio"]  # "1x1" / "kxk" -> [(flops, ratio)]
+        self.fused_ratio: dict[str, float] = data.get("fused_ratio", {})
+        self.conv_call = float(data.get("conv_call", 0.0))
+
+    def save(self, path: str | None = None) -> str:
+        """Write the profile (atomically) and return where."""
+        path = profile_path(path or self.path)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+        self.path = path
+        return path
+
+    def check(self, here: Mapping | None = None) -> None:
+        """ProfileError naming what differs when the profile was made for another machine or build."""
+        diff = _differences(self.key, here or machine_key())
+        if diff:
+            raise ProfileError(f"the CPU profile {self.path or ''} was made for another machine or "
+                               f"build: {'; '.join(diff)}. Run `relaygraph calibrate` to measure this one")
+
+    def curve(self, name: str) -> list | None:
+        """The measured curve of ``name`` (an op, or copy / copy_strided / numexpr_1 / ...), or None."""
+        return self.curves.get(name)
+
+
+def load_profile(path: str | None = None, check: bool = True) -> Profile:
+    """The profile at ``path`` (default ``profile_path()``); ProfileError when missing, unreadable
+    or (with ``check``) made for another machine or build."""
+    path = profile_path(path)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ProfileError(f"no CPU profile at {path}; run `relaygraph calibrate` to measure this "
+                           "machine (it takes under two minutes)") from None
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"cannot read the CPU profile {path}: {exc}; run `relaygraph calibrate` "
+                           "to make a new one") from None
+    if not isinstance(data, dict) or not isinstance(data.get("key"), dict):
+        raise ProfileError(f"{path} is not a CPU profile; run `relaygraph calibrate` to make one")
+    try:
+        profile = Profile(data, path)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProfileError(f"{path}: the CPU profile lacks {exc}; run `relaygraph calibrate` again") from None
+    if check:
+        profile.check()
+    return profile
+
+
+class CpuCost:
+    """The ``cpu`` cost function of one profile: ``model(op, attrs, arg_types, out_type) -> seconds``."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.__name__ = "cpu"
+
+    def __call__(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
+        record = _lookup(op)
+        if record is None and not op.startswith("fused."):
+            return 0.0  # variables, constants, tuples: no kernel
+        return self.profile.dispatch + self.kernel(op, attrs or {}, list(arg_types), out_type)
+
+    def program_overhead(self, inputs: int) -> float:
+        """Seconds ``rg.evaluate`` spends on a program besides its instructions (binding inputs)."""
+        return self.profile.program + self.profile.program_per_input * inputs
+
+    def kernel(self, op: str, attrs: Mapping, arg_types: list, out_type) -> float:
+        """Seconds of the op's numpy kernel alone (no executor dispatch)."""
+        if op.startswith("fused."):
+            return self._fused(op, attrs, arg_types, out_type)
+        if op == "nn.dense":
+            return self._dense(arg_types, out_type)
+        if op == "nn.matmul":
+            return self._dense(arg_types, out_type)
+        if op == "nn.batch_matmul":
+            return self._bmm(attrs, arg_types, out_type)
+        if op == "nn.conv2d":
+            return self._conv2d(attrs, arg_types, out_type)
+        return self._curve_op(op, attrs, arg_types, out_type)
+
+    # -- families ------------------------------------------------------------------------------
+    def _work(self, op: str, attrs: Mapping, arg_types: list, out_type) -> float:
+        kind = op_kind(op)
+        out = _numel(out_type)
+        if kind == "pool":
+            window = attrs.get("pool_size") or (1, 1)
+            window = window if isinstance(window, (list, tuple)) else (window, window)
+            big = max([_numel(t) for t in arg_types] + [out])
+            return max(out * math.prod(int(w) for w in window), big)
+        return max([out] + [_numel(t) for t in arg_types])
+
+    def _curve_op(self, op: str, attrs, arg_types, out_type) -> float:
+        points = self.profile.curve(op)
+        work = self._work(op, attrs, arg_types, out_type)
+        if points is None:
+            kind = op_kind(op)
+            # an op not calibrated costs what its family's reference op costs per element
+            points = self.profile.curve({"elementwise": "add", "reduce": "sum", "pool": "nn.max_pool2d",
+                                         "layout": "copy_strided"}.get(kind, "copy_strided"))
+        return curve_at(points, max(work, 1.0))
+
+    def _dense(self, arg_types, out_type) -> float:
+        x, w = _shape(arg_types[0]), _shape(arg_types[1])
+        k = x[-1]
+        n = w[0] if len(w) == 2 else w[-1]
+        m = max(1, int(_numel(out_type) // max(n, 1)))
+        return self.gemm_time(m, n, k)
+
+    def gemm_time(self, m: int, n: int, k: int) -> float:
+        """Seconds of an (m x k) by (k x n) product as the dense kernel runs it."""
+        flops = 2.0 * m * n * k
+        return flops / nearest_rate(self.profile.gemm, (m, n, k))
+
+    def _bmm(self, attrs, arg_types, out_type) -> float:
+        x = _shape(arg_types[0])
+        b, m, n = _shape(out_type)
+        k = x[1] if attrs.get("transpose_a") else x[2]
+        flops = 2.0 * b * m * n * k
+        return flops / nearest_rate(self.profile.bmm, (b, m, n, k))
+
+    def _conv2d(self, attrs, arg_types, out_type) -> float:
+        x, w, out = _shape(arg_types[0]), _shape(arg_types[1]), _numel(out_type)
+        groups = int(attrs.get("groups", 1) or 1)
+        layout = attrs.get("kernel_layout") or "OIHW"
+        dims = dict(zip(layout if len(layout) == len(w) else "OIHW", w, strict=True))
+        o, cg, kh, kw = dims["O"], dims["I"], dims["H"], dims["W"]
+        if groups != 1:
+            flops = 2.0 * out * cg * kh * kw
+            return curve_at(self.profile.curve("conv_grouped"), max(flops, 1.0))
+        return self.conv_time(x, o, cg, kh, kw, out, attrs.get("padding") or (0, 0))
+
+    def conv_time(self, x: tuple, o: int, c: int, kh: int, kw: int, out: float, padding) -> float:
+        """Seconds of the executor's conv2d: its fixed cost, then padding copy, window copy, GEMM
+        and result copy, times the calibrated correction for this size."""
+        m = max(1, int(out // max(o, 1)))
+        k = c * kh * kw
+        copy, strided = self.profile.curve("copy"), self.profile.curve("copy_strided")
+        # tensordot copies the (transposed) window view before the product, even for 1x1
+        t = self.gemm_time(m, o, k) + curve_at(strided, max(out, 1.0)) + curve_at(strided, float(m * k))
+        if any(int(p) for p in (padding if isinstance(padding, (list, tuple)) else (padding,))):
+            t += curve_at(copy, max(float(math.prod(x)), 1.0))
+        flops = 2.0 * m * o * k
+        ratio = self.profile.conv_ratio["1x1" if kh * kw == 1 else "kxk"]
+        return self.profile.conv_call + t * _ratio_at(ratio, max(flops, 1.0))
+
+    def _fused(self, op: str, attrs, arg_types, out_type) -> float:
+        record = _lookup(op)
+        if record is None:  # a group outside the op table: one numexpr program, or its members in turn
+            members = _members(op, attrs)
+            if all(op_kind(m[0]) == "elementwise" for m in members):
+                return self._numexpr(len(members), _numel(out_type))
+            return sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) for m in members)
+        from ..ops.fused_ops import Arg, definition
+
+        d = definition(op)
+        if d is None:
+            return self._curve_op(op, attrs, arg_types, out_type)
+        full = record.resolve(attrs)
+        total = 0.0
+        for part in d.parts:
+            types = [arg_types[r.index] if type(r) is Arg else out_type for r in part.inputs
+                     if type(r).__name__ in ("Arg", "Step")]
+            part_attrs = _lookup(part.op).resolve(part.attrs(full))
+            total += self.kernel(part.op, part_attrs, types, out_type)
+        return total * self.profile.fused_ratio.get(op, 1.0)
+
+    def _numexpr(self, ops: int, elements: float) -> float:
+        one, four = self.profile.curve("numexpr_1"), self.profile.curve("numexpr_4")
+        t1, t4 = curve_at(one, max(elements, 1.0)), curve_at(four, max(elements, 1.0))
+        return max(t1 + (t4 - t1) * (ops - 1) / 3.0, t1)
+
+    def group(self, members: list, elementwise_program: bool, out_type) -> float:
+        """Seconds of one Primitive group (one instruction): a numexpr program when the executor
+        makes one, else its members' kernels in turn."""
+        if elementwise_program:
+            return self.profile.dispatch + self._numexpr(len(members), _numel(out_type))
+        return self.profile.dispatch + sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) for m in members)
+
+
+_DEFAULT: dict[str, CpuCost] = {}
+
+
+def reset_default() -> None:
+    """Forget the loaded default profile (after calibrating, or when the profile directory changes)."""
+    _DEFAULT.clear()
+
+
+def default_profile(calibrate: bool = True, progress="auto") -> CpuCost:
+    """The cost function of this machine's profile: loaded from ``profile_path()``, or measured
+    now when there is none and ``calibrate`` (quick when ``$RELAYGRAPH_CALIBRATE=quick``)."""
+    path = profile_path()
+    model = _DEFAULT.get(path)
+    if model is not None:
+        return model
+    if not os.path.exists(path) and calibrate:
+        from .calibrate import calibrate as run_calibration
+
+        quick = os.environ.get("RELAYGRAPH_CALIBRATE", "").strip().lower() == "quick"
+        run_calibration(quick=quick, path=path, progress=progress)
+    elif not os.path.exists(path):
+        raise ProfileError(f"no CPU profile at {path}, and calibration is off (--no-calibrate); run "
+                           "`relaygraph calibrate` once to measure this machine, or choose another "
+                           "--cost")
+    model = _DEFAULT[path] = CpuCost(load_profile(path))
+    return model

@@ -1,0 +1,253 @@
+"""``rg.profile``: where a program's time goes, per op and per op kind, measured beside the ``cpu``
+model's prediction for each.
+
+The entry function runs node by node with the kernels the executor uses (the op table's kernels,
+and one kernel per ``Primitive`` group: a fused op of the table, a numexpr program, or its ops in
+turn), each call timed on its own; the whole program is also timed through ``rg.evaluate``. The
+difference between the program's time and the sum of its kernels is the executor's own work
+(dispatch, freeing), which the model predicts per instruction.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import RelayError
+from ..ir.expr import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
+from ..ir.module import IRModule
+from ..ir.traversal import iter_post_order
+from ..ir.types import TensorType, format_type
+
+__all__ = ["profile", "predict", "ProgramProfile", "NodeTime"]
+
+
+@dataclass
+class NodeTime:
+    """One instruction of the program: what it is, its predicted and measured seconds."""
+
+    label: str
+    op: str
+    kind: str
+    signature: str
+    predicted: float
+    measured: float
+
+
+@dataclass
+class ProgramProfile:
+    """Per-node, per-op and per-kind times of one program; totals measured and predicted."""
+
+    nodes: list[NodeTime]
+    measured_program: float  # rg.evaluate, median of the runs
+    predicted_program: float  # the model: every node plus the per-program overhead
+    runs: int
+    profile_path: str | None = None
+    quick_profile: bool = False
+    by_op: dict = field(default_factory=dict)
+    by_kind: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_op = _group(self.nodes, lambda n: n.op)
+        self.by_kind = _group(self.nodes, lambda n: n.kind)
+
+    @property
+    def measured_kernels(self) -> float:
+        """The sum of the nodes' measured times."""
+        return sum(n.measured for n in self.nodes)
+
+    @property
+    def error(self) -> float:
+        """Predicted over measured program time, minus one."""
+        return self.predicted_program / self.measured_program - 1.0
+
+    def table(self, top: int = 15) -> str:
+        """The report ``relaygraph profile`` prints: per kind, per op (the ``top`` costliest), totals."""
+        total = self.measured_program
+        lines = [f"program: measured {total * 1e3:.3f} ms (median of {self.runs} runs), predicted "
+                 f"{self.predicted_program * 1e3:.3f} ms ({self.error:+.0%})",
+                 f"kernels measured one by one: {self.measured_kernels * 1e3:.3f} ms; executor "
+                 f"overhead {max(total - self.measured_kernels, 0.0) * 1e3:.3f} ms",
+                 ""]
+        for title, groups, limit in (("op kind", self.by_kind, None), ("op", self.by_op, top)):
+            lines.append(f"{title:<32} {'calls':>6} {'measured ms':>12} {'share':>7} "
+                         f"{'predicted ms':>13} {'pred/meas':>10}")
+            rows = sorted(groups.items(), key=lambda kv: -kv[1]["measured"])
+            for name, g in rows[:limit]:
+                ratio = g["predicted"] / g["measured"] if g["measured"] > 0 else float("nan")
+                lines.append(f"{name[:32]:<32} {g['calls']:>6} {g['measured'] * 1e3:>12.3f} "
+                             f"{g['measured'] / total:>7.1%} {g['predicted'] * 1e3:>13.3f} {ratio:>10.2f}")
+            if limit is not None and len(rows) > limit:
+                lines.append(f"... {len(rows) - limit} more ops")
+            lines.append("")
+        if self.quick_profile:
+            lines.append("note: the CPU profile is a quick calibration (coarse); `relaygraph calibrate` "
+                         "makes the full one")
+        return "\n".join(lines).rstrip()
+
+    def to_json(self) -> dict:
+        """A JSON-ready form."""
+        return {"measured_program": self.measured_program, "predicted_program": self.predicted_program,
+                "runs": self.runs, "by_kind": self.by_kind, "by_op": self.by_op,
+                "nodes": [vars(n) for n in self.nodes], "profile": self.profile_path}
+
+
+def _group(nodes: list[NodeTime], key: Callable) -> dict:
+    out: dict = {}
+    for n in nodes:
+        g = out.setdefault(key(n), {"calls": 0, "measured": 0.0, "predicted": 0.0})
+        g["calls"] += 1
+        g["measured"] += n.measured
+        g["predicted"] += n.predicted
+    return out
+
+
+class _Step:
+    """One instruction: the node, how to run it, its inputs and what the model predicts."""
+
+    __slots__ = ("node", "run", "inputs", "info")
+
+    def __init__(self, node, run, inputs, info) -> None:
+        self.node, self.run, self.inputs, self.info = node, run, inputs, info
+
+
+def _steps(func: Function, typed: IRModule, model) -> list[_Step]:
+    """The instructions of ``func`` in execution order, each with its prediction (label, op, kind,
+    signature, seconds)."""
+    from ..eval.fused_kernels import FusedOpKernel, fused_kernel
+    from ..eval.kernels import kernel_of, normalize
+    from .cpu_cost import op_kind
+
+    def type_of(node):
+        if isinstance(node, Constant):
+            return TensorType(node.data.shape, str(node.data.dtype))
+        return typed.checked_types.type_of(node)
+
+    inner = lambda n: isinstance(n, Function) and n is not func  # noqa: E731 - groups run whole
+    steps: list[_Step] = []
+    for node in iter_post_order(func.body, skip=inner):
+        if isinstance(node, (Var, Constant, Op, Function)):
+            continue
+        if isinstance(node, Tuple):
+            steps.append(_Step(node, lambda args, _: tuple(args), node.fields,
+                               ("tuple", "tuple", "tuple", "", model.profile.dispatch)))
+            continue
+        if isinstance(node, TupleGetItem):
+            steps.append(_Step(node, lambda args, i: args[0][i], [node.tuple_value],
+                               (f".{node.index}", "tuple", "tuple", "", model.profile.dispatch)))
+            continue
+        if isinstance(node, Let):
+            raise RelayError("profile runs dataflow programs in graph form; convert lets with "
+                             "`relaygraph convert --to gnf` first")
+        if not isinstance(node, Call):
+            raise RelayError(f"profile runs dataflow programs; this one has a {type(node).__name__} node, "
+                             "which needs the interpreter")
+        arg_types = [type_of(a) for a in node.args]
+        out_type = type_of(node)
+        sig = f"({', '.join(format_type(t) for t in arg_types)}) -> {format_type(out_type)}"
+        if isinstance(node.op, Op):
+            kernel = kernel_of(node.op)
+            name = node.op.name
+            run = (lambda k: lambda args, attrs: normalize(k(args, attrs)))(kernel)
+            steps.append(_Step(node, run, node.args, (name, name, op_kind(name), sig,
+                                                       model(name, node.attrs, arg_types, out_type))))
+            continue
+        if not (isinstance(node.op, Function) and node.op.attrs.get("Primitive", 0)):
+            raise RelayError("profile runs calls of operators and of Primitive functions; this program "
+                             f"calls a {type(node.op).__name__} (inline it first)")
+        group = fused_kernel(node.op)
+        if isinstance(group, FusedOpKernel):
+            from ..ops.fused_ops import recognise
+
+            name, attrs, args = recognise(node.op.body)
+            position = {p: i for i, p in enumerate(node.op.params)}
+            types = [arg_types[position[a]] if a in position else type_of(a) for a in args]
+            predicted = model(name, attrs, types, out_type)
+        else:
+            members = [(n.op.name, n.attrs, tuple(type_of(a) for a in n.args), type_of(n))
+                       for n in iter_post_order(node.op.body)
+                       if isinstance(n, Call) and isinstance(n.op, Op)]
+            name = "fused(" + ", ".join(dict.fromkeys(m[0] for m in members)) + ")"
+            predicted = model.group(members, group.uses_numexpr and _float(arg_types), out_type)
+        steps.append(_Step(node, group, node.args, (name, name if name.startswith("fused.") else group.label,
+                                                    "fused", sig, predicted)))
+    return steps
+
+
+def _float(types) -> bool:
+    return all(isinstance(t, TensorType) and t.dtype in ("float32", "float64") for t in types)
+
+
+def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "main", inputs=None,
+            runs: int = 5, seed: int = 0, calibrate: bool = True, progress="auto") -> ProgramProfile:
+    """Time ``entry`` of ``mod`` node by node and as a whole, beside the ``cpu`` model's prediction.
+
+    ``params`` bind weights (as ``rg.optimize`` takes them); ``inputs`` default to seeded random
+    values. A missing CPU profile is calibrated first unless ``calibrate`` is False (then
+    ProfileError says how to make one).
+    """
+    from ..eval import evaluate
+    from ..eval.inputs import random_inputs
+    from ..progress import phase
+    from ..ty import infer_type
+    from ..validate import positive
+    from .cpu_cost import default_profile
+    from .optimize import bind_params
+
+    positive("runs", runs, integer=True, allow_none=False)
+    model = default_profile(calibrate=calibrate, progress=progress)
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
+    if entry not in mod:
+        raise RelayError(f"the module has no @{entry} to profile")
+    if params:
+        mod = bind_params(mod, params, entry)
+    typed = infer_type(mod)
+    func = typed[entry]
+    steps = _steps(func, typed, model)
+    values = list(inputs) if inputs is not None else random_inputs(typed, seed, entry=entry)
+    timing = phase("profile", f"{len(steps)} instructions, {runs} runs of each and of the program",
+                   total=runs, unit="run", progress=progress, every=2.0)
+    samples = [[] for _ in steps]
+    program = []
+    with np.errstate(all="ignore"):
+        for _ in range(runs):
+            env = dict(zip(func.params, values, strict=True))
+            for i, step in enumerate(steps):
+                args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
+                node = step.node
+                extra = node.index if isinstance(node, TupleGetItem) else getattr(node, "attrs", None)
+                start = time.perf_counter()
+                env[step.node] = step.run(args, extra)
+                samples[i].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            evaluate(typed, *values, entry=entry)
+            program.append(time.perf_counter() - start)
+            timing.step()
+    timing.done()
+    nodes = [NodeTime(*s.info, measured=statistics.median(t)) for s, t in zip(steps, samples, strict=True)]
+    predicted = sum(n.predicted for n in nodes) + model.program_overhead(len(func.params))
+    return ProgramProfile(nodes, statistics.median(program), predicted, runs,
+                          profile_path=model.profile.path, quick_profile=model.profile.quick)
+
+
+def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "main",
+            calibrate: bool = True) -> float:
+    """Seconds the ``cpu`` model predicts for one run of ``entry``: every instruction the executor
+    runs, plus the per-program overhead (nothing is measured)."""
+    from ..ty import infer_type
+    from .cpu_cost import default_profile
+    from .optimize import bind_params
+
+    model = default_profile(calibrate=calibrate)
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
+    if params:
+        mod = bind_params(mod, params, entry)
+    typed = infer_type(mod)
+    func = typed[entry]
+    return sum(s.info[4] for s in _steps(func, typed, model)) + model.program_overhead(len(func.params))

@@ -1,0 +1,221 @@
+"""The calibrated cpu cost model: profile keying and refusal, calibration, per-node costs, and
+``relaygraph calibrate`` / ``relaygraph profile`` / ``rg.profile``.
+
+The suite's profile is the quick calibration conftest.py points ``$RELAYGRAPH_PROFILE_DIR`` at;
+tests that need a missing or foreign profile point it elsewhere."""
+
+import json
+
+import numpy as np
+import pytest
+
+import relaygraph as rg
+from relaygraph.cli import main
+from relaygraph.egraph import cpu_cost
+from relaygraph.egraph.cost import COST_MODELS
+from relaygraph.egraph.cpu_cost import ProfileError, curve_at, default_profile, load_profile, machine_key
+
+T = rg.TensorType
+
+GROUPS = """#[version = "0.0.5"]
+def @main(%x: Tensor[(16, 32), float32], %w: Tensor[(24, 32), float32], %b: Tensor[(24), float32]) {
+  %0 = fn (%p0: Tensor[(16, 32), float32], %p1: Tensor[(24, 32), float32], %p2: Tensor[(24), float32],
+           Primitive=1) {
+    %1 = nn.dense(%p0, %p1, units=None);
+    nn.bias_add(%1, %p2, axis=-1)
+  };
+  %2 = %0(%x, %w, %b);
+  %3 = fn (%q0: Tensor[(16, 24), float32], Primitive=1) {
+    %4 = multiply(%q0, %q0);
+    %5 = add(%4, %q0);
+    tanh(%5)
+  };
+  %3(%2)
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def model():
+    return default_profile(progress=False)
+
+
+def _foreign(tmp_path, **changes):
+    data = json.loads(open(cpu_cost.profile_path()).read())
+    data["key"].update(changes)
+    path = tmp_path / "cpu-profile.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_profile_is_keyed_by_machine_build_and_threads(model):
+    key = machine_key()
+    assert {"format", "cpu", "cores", "numpy", "blas", "blas threads", "numexpr threads"} <= set(key)
+    assert key["numpy"] == np.__version__ and key["cores"] >= 1
+    assert model.profile.key == key and model.profile.quick  # the suite's quick profile
+
+
+def test_foreign_profile_is_refused_naming_what_differs(tmp_path, model):
+    path = _foreign(tmp_path, cpu="Some Other CPU", numpy="1.0.0", **{"blas threads": 64})
+    with pytest.raises(ProfileError) as info:
+        load_profile(str(path))
+    message = str(info.value)
+    assert "Some Other CPU" in message and "numpy '1.0.0'" in message and "blas threads 64" in message
+    assert f"this machine: {np.__version__!r}" in message and "relaygraph calibrate" in message
+    assert "cores" not in message  # only what differs is named
+
+
+def test_stale_format_is_refused(tmp_path, model):
+    with pytest.raises(ProfileError, match="format 1"):
+        load_profile(str(_foreign(tmp_path, format=1)))
+
+
+def test_foreign_profile_refused_by_the_cli(tmp_path, monkeypatch, capsys, model):
+    _foreign(tmp_path, blas="Some BLAS 0.1")
+    assert main(["calibrate", "--check", "--profile", str(tmp_path / "cpu-profile.json")]) == 2
+    err = capsys.readouterr().err
+    assert "blas 'Some BLAS 0.1'" in err and "Traceback" not in err
+    monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
+    assert main(["optimize", "--model", "residual-mlp", "--no-progress", "--no-check"]) == 2
+    err = capsys.readouterr().err
+    assert "another machine or build" in err and "Some BLAS 0.1" in err and "Traceback" not in err
+
+
+def test_unreadable_profile_is_a_clear_error(tmp_path):
+    bad = tmp_path / "cpu-profile.json"
+    bad.write_text("{not json")
+    with pytest.raises(ProfileError, match="cannot read the CPU profile"):
+        load_profile(str(bad))
+    bad.write_text("[1, 2]")
+    with pytest.raises(ProfileError, match="not a CPU profile"):
+        load_profile(str(bad))
+
+
+def test_no_calibrate_with_a_missing_profile_fails_clearly(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
+    for argv in (["optimize", "--model", "residual-mlp", "--no-calibrate", "--no-progress"],
+                 ["profile", "--model", "residual-mlp", "--no-calibrate"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "no CPU profile at" in err and "--no-calibrate" in err and "relaygraph calibrate" in err
+        assert "Traceback" not in err
+    with pytest.raises(ProfileError, match="calibration is off"):
+        default_profile(calibrate=False)
+    with pytest.raises(ProfileError, match="no CPU profile"):
+        rg.profile(rg.zoo.get("residual-mlp")[0], calibrate=False)
+    assert not (tmp_path / "cpu-profile.json").exists()
+    # another cost model needs no profile
+    assert main(["optimize", "--model", "residual-mlp", "--cost", "latency", "--no-calibrate",
+                 "--no-progress", "--no-check", "--iter-limit", "1"]) == 0
+
+
+def test_missing_profile_calibrates_once_with_progress(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
+    monkeypatch.setenv("RELAYGRAPH_CALIBRATE", "quick")
+    assert main(["profile", "--model", "residual-mlp", "--runs", "2"]) == 0
+    first = capsys.readouterr()
+    assert "calibrate: measuring this machine's numpy executor (quick)" in first.err
+    assert "calibrate: done" in first.err and (tmp_path / "cpu-profile.json").exists()
+    assert "op kind" in first.out
+    assert main(["profile", "--model", "residual-mlp", "--runs", "2"]) == 0
+    assert "calibrate:" not in capsys.readouterr().err  # measured once, then read
+
+
+def test_calibrate_cli_writes_a_quick_profile(tmp_path, capsys):
+    path = tmp_path / "p.json"
+    assert main(["calibrate", "--quick", "--profile", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated in" in out and "valid for" in out and "GFLOP/s" in out
+    data = json.loads(path.read_text())
+    assert data["quick"] is True and data["key"] == machine_key()
+    assert main(["calibrate", "--check", "--profile", str(path)]) == 0
+    assert "matches this machine" in capsys.readouterr().out
+
+
+def test_quick_calibration_figures_are_sane(model):
+    p = model.profile
+    assert 0 < p.dispatch < 1e-3
+    for name in ("add", "erf", "nn.layer_norm", "nn.softmax", "transpose", "copy", "copy_strided",
+                 "numexpr_1", "numexpr_4", "conv_grouped"):
+        times = [t for _, t in p.curve(name)]
+        assert times == sorted(times) and times[0] > 0, name  # more work never predicts less time
+    assert len(p.gemm) >= 8 and len(p.bmm) >= 8
+    assert all(r > 0 for r in p.fused_ratio.values()) and "fused.dense_bias" in p.fused_ratio
+    # a larger matmul takes longer; the curve grows with work beyond its last point
+    assert model.gemm_time(256, 256, 256) > model.gemm_time(16, 16, 16)
+    big = p.curve("add")[-1]
+    assert curve_at(p.curve("add"), big[0] * 4) == pytest.approx(big[1] * 4)
+
+
+def test_cpu_cost_is_registered_per_node_and_optimize_default(model):
+    assert "cpu" in COST_MODELS and "cpu" in rg.egraph.optimize.optimize.__defaults__
+    cost = COST_MODELS["cpu"]
+    x, w = T((64, 256), "float32"), T((256, 256), "float32")
+    dense = cost("nn.dense", {}, [x, w], T((64, 256), "float32"))
+    add = cost("add", {}, [x, x], x)
+    assert dense > add > model.profile.dispatch
+    assert cost("Var", {}, [], x) == 0.0 and cost("Tuple", {}, [x, x], None) == 0.0
+    fused = cost("fused.dense_bias", {}, [x, w, T((256,), "float32")], T((64, 256), "float32"))
+    assert fused > model.profile.dispatch
+    with pytest.raises(rg.RelayError, match=r"'\?' dimension"):
+        cost("add", {}, [T((rg.Any, 4), "float32")] * 2, T((rg.Any, 4), "float32"))
+
+
+def test_optimize_uses_cpu_by_default(model):
+    mod, params = rg.zoo.get("residual-mlp")
+    res = rg.optimize(mod, params=params, check=False, iter_limit=2)
+    assert res.cost_model == "cpu" and 0 < res.cost_after <= res.cost_before * 1.0001
+
+
+def test_profile_output_shape(model):
+    mod, params = rg.zoo.get("residual-mlp")
+    prof = rg.profile(mod, params, runs=3, progress=False)
+    ops = {n.op for n in prof.nodes}
+    assert "nn.dense" in ops and prof.by_op["nn.dense"]["calls"] == 3
+    assert set(prof.by_kind) <= {"gemm", "elementwise", "reduce", "layout", "tuple", "fused", "other"}
+    assert sum(g["calls"] for g in prof.by_kind.values()) == len(prof.nodes)
+    assert all(n.measured > 0 and n.predicted > 0 for n in prof.nodes)
+    assert prof.measured_program > 0 and prof.predicted_program > 0
+    table = prof.table()
+    assert table.startswith("program: measured") and "op kind" in table and "nn.dense" in table
+    assert "pred/meas" in table and "quick calibration" in table
+    assert json.loads(json.dumps(prof.to_json()))["runs"] == 3
+
+
+def test_profile_of_primitive_groups(model):
+    prof = rg.profile(rg.parse(GROUPS), runs=2, progress=False)
+    labels = [n.label for n in prof.nodes]
+    assert labels == ["fused.dense_bias", "fused(multiply, add, tanh)"]
+    assert {n.kind for n in prof.nodes} == {"fused"}
+    x = np.random.default_rng(0).standard_normal
+    values = [x((16, 32)).astype("float32"), x((24, 32)).astype("float32"), x(24).astype("float32")]
+    assert rg.profile(rg.parse(GROUPS), inputs=values, runs=1, progress=False).nodes[0].measured > 0
+
+
+def test_profile_cli_prints_and_writes_json(tmp_path, capsys, model):
+    out_json = tmp_path / "p.json"
+    assert main(["profile", "--model", "residual-mlp", "--runs", "2", "--top", "2",
+                 "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "profiling residual-mlp" in out and "op kind" in out and "more ops" in out
+    assert json.loads(out_json.read_text())["nodes"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["profile", "--model", "residual-mlp", "--runs", "0"], "--runs must be a positive integer"),
+    (["profile"], "give a Relay file or --model"),
+    (["profile", "--model", "nope"], "unknown model 'nope'"),
+])
+def test_profile_bad_input(argv, message, capsys, model):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_profile_of_control_flow_is_refused(tmp_path, capsys, model):
+    path = tmp_path / "if.relay"
+    path.write_text('#[version = "0.0.5"]\ndef @main(%c: bool, %x: Tensor[(2), float32]) {\n'
+                    '  if (%c) { add(%x, %x) } else { %x }\n}\n')
+    assert main(["profile", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "profile runs dataflow programs" in err and "If" in err and "Traceback" not in err
