@@ -85,6 +85,7 @@ _LAZY = {
     "eval": ("relaygraph.eval", None),
     "passes": ("relaygraph.passes", None),
     "egraph": ("relaygraph.egraph", None),
+    "study": ("relaygraph.study", None),
 }
 
 
