@@ -100,12 +100,22 @@ def format_status(info: dict) -> str:
     return "\n".join(lines)
 
 
-def export_csv(db, path) -> int:
-    """Write every row to a CSV file (the typed columns, then each result's own fields);
-    returns the number of rows."""
+BRIEF = ("input", "model", "extractor", "cost", "rules", "node_limit", "time_limit", "status", "nodes",
+         "classes", "tree_cost", "dag_cost", "seconds", "optimal", "gap", "cost_before", "cost_after",
+         "speedup", "error", "attempts")
+
+
+def export_csv(db, path, full: bool = True) -> int:
+    """Write every row to a CSV file (the typed columns, then each result's own fields; only the
+    main columns, without versions, parameters and raw results, unless ``full``); returns the
+    number of rows."""
     rows, _ = _rows(db)
-    fields = [c for c in COLUMNS if c not in ("result",)]
-    fields += sorted({k for r in rows for k in r} - set(fields) - {"result"})
+    if full:
+        fields = [c for c in COLUMNS if c not in ("result",)]
+        fields += sorted({k for r in rows for k in r} - set(fields) - {"result"})
+    else:
+        used = {k for r in rows for k, v in r.items() if v not in (None, "")}
+        fields = [c for c in BRIEF if c in used or c in ("status", "error")]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
@@ -149,9 +159,14 @@ def _ratios(rows: list[dict]) -> tuple[dict[str, list[float]], dict[str, list[fl
     return cost, secs, skipped
 
 
-def summary_rows(rows: list[dict]) -> list[dict]:
-    """One row per extractor: instances, failed, best found, proved optimal, geometric mean of the
-    cost ratio to the best, median and total time."""
+def summary_rows(rows: list[dict], by_folder: bool = False) -> list[dict]:
+    """One row per extractor (per folder of inputs too, when ``by_folder``): instances, failed,
+    best found, proved optimal, geometric mean of the cost ratio to the best, median and total time."""
+    if by_folder:
+        folders = list(dict.fromkeys(Path(r["input"]).parent.name for r in rows if r["kind"] == "extract"))
+        return [dict(folder=f, **s) for f in folders
+                for s in summary_rows([r for r in rows if r["kind"] == "extract"
+                                       and Path(r["input"]).parent.name == f])]
     cost, _, _ = _ratios(rows)
     out = []
     names = list(dict.fromkeys(r["extractor"] for r in rows if r["kind"] == "extract"))
@@ -192,6 +207,18 @@ def show(db, out: str | os.PathLike | None = None, plots: bool = True) -> dict:
         columns = ["extractor", "cells", "failed", "best", "proved", "geomean_ratio", "median_seconds",
                    "total_seconds"]
         parts += ["", "## Extractors", "", _markdown(extract, columns)]
+        folders = summary_rows(rows, by_folder=True)
+        if len({f["folder"] for f in folders}) > 1:
+            parts += ["", "## Extractors by folder of inputs", "", _markdown(folders, ["folder", *columns])]
+        parts += ["", "best: answers with the lowest DAG cost found on their instance; proved: optimality "
+                  "proved; geomean_ratio: geometric mean of DAG cost / best over the instances it "
+                  "answered; times in seconds (the extractor's own time)."]
+    machines = sorted({r["machine"] for r in rows if r["machine"]})
+    versions = sorted({r["versions"] for r in rows if r["versions"]})
+    if machines:
+        parts += ["", "Ran on: " + "; ".join(machines)]
+    if versions:
+        parts += ["Versions: " + "; ".join(versions)]
     models = [r for r in rows if r["kind"] == "optimize"]
     if models:
         parts += ["", "## Models", "", _markdown(models, ["model", "input", "rules", "cost", "extractor",
@@ -204,7 +231,7 @@ def show(db, out: str | os.PathLike | None = None, plots: bool = True) -> dict:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         stem = Path(db).stem
-        export_csv(db, out / f"{stem}.csv")
+        export_csv(db, out / f"{stem}.csv", full=False)
         (out / f"{stem}.md").write_text(text)
         written += [f"{stem}.csv", f"{stem}.md"]
         if plots and extract:
@@ -288,7 +315,8 @@ def plot_profiles(rows: list[dict], path):
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
     _profile(a, cost, "x: DAG cost / best DAG cost (log scale)", "cost profile")
     _profile(b, secs, "x: time / fastest time (log scale)", "time profile")
-    note = f" ({skipped} instances without a positive best cost left out)" if skipped else ""
+    note = (f"\n({skipped} instances left out: no extractor answered them with a positive cost)"
+            if skipped else "")
     fig.suptitle("performance profiles" + note, fontsize=11)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -56,7 +56,7 @@ class Store:
         self.path = Path(path)
         self.spec_hash = spec_hash
         if new and self.path.exists():
-            _check_sqlite(self.path)  # --new replaces a study database, never some other file
+            _verify(self.path)  # --new replaces a sound study database, never some other file
             for suffix in ("", "-wal", "-shm"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
         self.db = _connect(self.path)
@@ -142,7 +142,8 @@ def _check_sqlite(path: Path) -> None:
         raise StudyError(f"{path}: not a study database (not an SQLite file); it is left as it is")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _verify(path: Path) -> None:
+    """Refuse a file that is not a sound SQLite database, reading it only."""
     if path.exists() and path.stat().st_size:
         _check_sqlite(path)
         try:  # read-only first: a damaged file is reported before anything writes to it
@@ -155,6 +156,10 @@ def _connect(path: Path) -> sqlite3.Connection:
             verdict = str(exc)
         if verdict != "ok":
             raise StudyError(f"{path}: a corrupt study database ({verdict}); it is left as it is")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    _verify(path)
     try:
         db = sqlite3.connect(path, timeout=30)
         db.execute("PRAGMA journal_mode=WAL")
