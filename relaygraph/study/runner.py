@@ -207,7 +207,7 @@ def _dask(todo: list[Cell], jobs_of: dict, scheduler: str | None, workers: int |
     try:
         if workers is not None:
             cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                               memory_limit=0, dashboard_address=None,
+                                               memory_limit=0, dashboard_address=":0",
                                                silence_logs=logging.ERROR)
             client = distributed.Client(cluster)
         else:
@@ -239,7 +239,7 @@ def _dask(todo: list[Cell], jobs_of: dict, scheduler: str | None, workers: int |
                 result = {"error": f"worker lost: {exc}", "reason": "lost"}
             except Exception as exc:  # noqa: BLE001 - any failure of one cell is its row
                 result = {"error": f"{type(exc).__name__}: {exc}", "reason": "error"}
-            finished = time.time()
+            finished = result.get("finished", time.time())  # on the worker's clock, as started
             started = result.get("started", finished - result.get("wall_seconds", 0.0))
             yield cell, result, started, finished
             fut.release()

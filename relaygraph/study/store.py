@@ -7,6 +7,7 @@ with another spec's hash is refused unless the caller asks for a new database.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -27,6 +28,7 @@ COLUMNS = ("spec_hash", "cell", "kind", "status", "input", "model", "extractor",
            "finished", "attempts", "worker", "machine", "versions")
 
 
+@functools.cache
 def versions() -> dict:
     """relaygraph's version and its dependencies' (those installed)."""
     from importlib import metadata
@@ -42,11 +44,16 @@ def versions() -> dict:
     return out
 
 
+@functools.cache
 def machine() -> str:
     """The machine that ran a cell: host, CPU model and core count."""
     from ..egraph.extract.bench import machine_description
 
     return f"{platform.node()}: {machine_description()}"
+
+
+def _VERSIONS() -> str:  # noqa: N802 - one JSON text for every row this process writes
+    return json.dumps(versions())
 
 
 class Store:
@@ -112,7 +119,7 @@ class Store:
                "error": error, "params": json.dumps(p, sort_keys=True),
                "result": json.dumps(result, default=str), "started": started, "finished": finished,
                "attempts": (old[0] if old else 0) + 1, "worker": result.get("worker") or where,
-               "machine": result.get("machine") or machine(), "versions": json.dumps(versions())}
+               "machine": result.get("machine") or machine(), "versions": _VERSIONS()}
         self.db.execute(f"INSERT OR REPLACE INTO cells ({', '.join(COLUMNS)}) VALUES "
                         f"({', '.join('?' * len(COLUMNS))})", [row[c] for c in COLUMNS])
         self.db.commit()

@@ -247,7 +247,8 @@ def execute(job: dict) -> dict:
         from .store import machine
 
         _MACHINE.append(machine())
-    result.update(worker=f"{os.uname().nodename}:{os.getpid()}", machine=_MACHINE[0], started=started)
+    result.update(worker=f"{os.uname().nodename}:{os.getpid()}", machine=_MACHINE[0], started=started,
+                  finished=time.time())
     return result
 
 
