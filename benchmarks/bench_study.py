@@ -42,7 +42,8 @@ def timed_run(spec: dict, address: str, tmp: str, tag: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gym", default=str(DEFAULT_GYM), help="the corpus's data folder")
     parser.add_argument("--sets", default="rover,tensat", help="comma-separated folders of the corpus")
     parser.add_argument("--repeats", type=int, default=3)
@@ -64,7 +65,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for n, cluster in clusters.items():
-                print(f"warm-up on {n} worker(s): {timed_run(spec, cluster.scheduler_address, tmp, 'warm'):.1f} s")
+                warm = timed_run(spec, cluster.scheduler_address, tmp, "warm")
+                print(f"warm-up on {n} worker(s): {warm:.1f} s", flush=True)
             for _ in range(args.repeats):
                 for n, cluster in clusters.items():  # alternated, so load changes hit both alike
                     times[n].append(timed_run(spec, cluster.scheduler_address, tmp, str(n)))
