@@ -83,13 +83,6 @@ class Cell:
     params: dict
     key: str
 
-    def label(self) -> str:
-        """A short name for progress lines: the input or model and the variable parameters."""
-        p = self.params
-        head = p.get("input") or p.get("model") or p.get("function", "")
-        rest = [str(p[k]) for k in ("extractor", "rules", "cost", "node_limit", "args") if k in p]
-        return " ".join([os.path.basename(str(head)) if p.get("input") else str(head), *rest])
-
 
 @dataclass
 class Spec:
