@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -163,7 +164,10 @@ def _local(todo: list[Cell], jobs_of: dict, jobs: int, isolate: bool):
         warm(kind)  # imported once here, inherited by every server and cell
     # forked now, from this thread, before the pool starts any other
     servers: queue.Queue = queue.Queue()
-    made = [CellServer(fork=True) for _ in range(min(jobs, len(todo)))]
+    # A driver that has loaded egglog may hold its runtime's worker threads, which a fork does not
+    # copy (a forked cell would wait for them forever): then the servers start as fresh processes.
+    fork = "egglog" not in sys.modules
+    made = [CellServer(fork=fork) for _ in range(min(jobs, len(todo)))]
     for s in made:
         servers.put(s)
 
