@@ -89,6 +89,7 @@ _LAZY = {
     "passes": ("relaygraph.passes", None),
     "egraph": ("relaygraph.egraph", None),
     "frontend": ("relaygraph.frontend", None),
+    "study": ("relaygraph.study", None),
 }
 
 

@@ -1,11 +1,15 @@
 """Reproduce the shape of TENSAT's study with relaygraph; writes results.md, results.json and plots.
 
 For each model: cost reduction under the latency model, measured numpy speedup of the extracted
-program (original and optimized alternated in this process, medians), optimization time, greedy
+program (original and optimized alternated in one process, medians), optimization time, greedy
 DAG against ILP extraction, and (for BERT) the effect of the e-graph node limit.
 
+The work runs as a study (``study.toml``: one cell per model and per node limit, through
+``rg.study.run``), with its results in ``results.sqlite``: a rerun after an interruption only
+runs the cells not yet done; ``--new`` runs them all again.
+
     python papers/tensat/run.py            # the committed results (CPU-sized configurations)
-    python papers/tensat/run.py --full     # full-size models (slow)
+    python papers/tensat/run.py --full     # full-size models (slow; results-full.sqlite)
 """
 
 from __future__ import annotations
@@ -61,17 +65,60 @@ def study(name: str, options: dict, time_limit: float) -> dict:
     return row
 
 
-def node_limit_sweep(time_limit: float) -> list[dict]:
+def sweep_point(limit: int, time_limit: float) -> dict:
+    """BERT optimized under one node limit (ILP extraction, no timing)."""
     mod, params = rg.zoo.get("bert", **MODELS["bert"])
+    start = time.perf_counter()
+    res = rg.optimize(mod, params=params, node_limit=limit, time_limit=time_limit, check=False)
+    return {"node_limit": limit, "enodes": res.saturation.nodes,
+            "stop": res.saturation.stop_reason, "stop_detail": res.saturation.stop_detail,
+            "extractor": "ilp", "cost_after": res.cost_after,
+            "cost_before": res.cost_before, "seconds": time.perf_counter() - start}
+
+
+def node_limit_sweep(time_limit: float) -> list[dict]:
+    return [sweep_point(limit, time_limit) for limit in NODE_LIMITS]
+
+
+# The study's cells ([[call]] in study.toml): one per model, one per node limit of the sweep.
+def model_cell(model: str, full: bool = False, time_limit: float = 60.0) -> dict:
+    """One model's row (the zoo's defaults when ``full``, else the CPU-sized MODELS)."""
+    return study(model, {} if full else MODELS[model], time_limit)
+
+
+def sweep_cell(node_limit: int, time_limit: float = 60.0) -> dict:
+    """One point of BERT's node-limit sweep."""
+    return sweep_point(node_limit, time_limit)
+
+
+def run_study(models: list[str], full: bool, time_limit: float, new: bool) -> tuple[list[dict], list[dict]]:
+    """Run (or resume) the study of ``models`` and the sweep; their rows in the usual order."""
+    spec = rg.study.load_spec(HERE / "study.toml")
+    if models != list(MODELS) or full or time_limit != 60.0:  # another grid: its own database
+        base = {"function": "run.py:model_cell", "args": {"model": models, "full": full,
+                                                          "time_limit": time_limit}}
+        sweep = {"function": "run.py:sweep_cell", "args": {"node_limit": list(NODE_LIMITS),
+                                                           "time_limit": time_limit}}
+        name = "results-full" if full else "results-custom"
+        spec = rg.study.parse_spec({"study": {"name": name, "database": f"{name}.sqlite"},
+                                    "call": [base, sweep]}, base=HERE)
+    db = spec.database or HERE / "results.sqlite"
+    counts = rg.study.run(spec, db, new=new, progress="lines")
+    rows = {json.dumps(json.loads(r["params"])["args"], sort_keys=True): r
+            for r in rg.study.load(db, as_frame=False)}
+    failed = [r for r in rows.values() if r["status"] == "failed"]
+    if failed:
+        raise SystemExit("cells failed:\n" + "\n".join(f"  {r['params']}: {r['error']}" for r in failed))
+    print(f"study {counts['spec_hash']}: ran {counts['done']}, {counts['skipped']} already done", flush=True)
     out = []
-    for limit in NODE_LIMITS:
-        start = time.perf_counter()
-        res = rg.optimize(mod, params=params, node_limit=limit, time_limit=time_limit, check=False)
-        out.append({"node_limit": limit, "enodes": res.saturation.nodes,
-                    "stop": res.saturation.stop_reason, "stop_detail": res.saturation.stop_detail,
-                    "extractor": "ilp", "cost_after": res.cost_after,
-                    "cost_before": res.cost_before, "seconds": time.perf_counter() - start})
-    return out
+    for cell in spec.cells:
+        result = json.loads(rows[json.dumps(cell.params["args"], sort_keys=True)]["result"])
+        out.append({k: v for k, v in result.items() if k not in ("wall_seconds", "worker", "machine",
+                                                                 "started")})
+    models_out = [r for r in out if "model" in r]
+    order = {m: i for i, m in enumerate(models)}
+    return (sorted(models_out, key=lambda r: order[r["model"]]),
+            sorted((r for r in out if "node_limit" in r), key=lambda r: r["node_limit"]))
 
 
 def _reduction(part: dict) -> float:
@@ -179,6 +226,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="full-size models (slow)")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument("--new", action="store_true", help="run every cell again (a new database)")
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw results.png and results.md from results.json")
     args = parser.parse_args()
@@ -187,13 +235,7 @@ def main() -> None:
         write_markdown(saved["rows"], saved["node_limits"], HERE / "results.md")
         plot(saved["rows"], saved["node_limits"], HERE / "results.png")
         return
-    rows = []
-    for name in args.models:
-        options = {} if args.full else MODELS[name]
-        print(f"== {name} {options}", flush=True)
-        rows.append(study(name, options, args.time_limit))
-        print(json.dumps(rows[-1], default=str), flush=True)
-    sweep = node_limit_sweep(args.time_limit)
+    rows, sweep = run_study(args.models, args.full, args.time_limit, args.new)
     (HERE / "results.json").write_text(json.dumps({"rows": rows, "node_limits": sweep,
                                                    "cpu_count": os.cpu_count()}, indent=2,
                                                   default=str) + "\n")

@@ -6,7 +6,6 @@ import argparse
 import glob
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from ..validate import positive
 from . import UsageError
@@ -28,7 +27,7 @@ def _files(paths: list[str]) -> list[str]:
             out.append(p)
         else:
             raise UsageError(f"{p}: no such file or directory")
-    return list(dict.fromkeys(out))
+    return [os.path.abspath(f) for f in dict.fromkeys(out)]
 
 
 def _extractors(text: str) -> list[str]:
@@ -42,37 +41,65 @@ def _extractors(text: str) -> list[str]:
     return names
 
 
-def _finished(files: list[str], names: list[str], labels: dict[str, str], args: argparse.Namespace):
-    """(file, its rows) for each file as it finishes: in the order given with one job, else as
-    the worker processes finish them."""
-    from ..egraph.extract.bench import run_file
+def _bench_row(label: str, extractor: str, row: dict) -> dict:
+    """The row extract-bench prints for one cell of the study: the extractor's row as it ran, or
+    an error row when the cell failed before giving one (a crash, a limit)."""
+    import json
+    import math
 
-    todo = {f: (f, names, args.time_limit, args.cost, labels[f]) for f in files}
-    if args.jobs <= 1:
-        for f, job in todo.items():
-            yield f, run_file(*job)
-        return
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_file, *job): f for f, job in todo.items()}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+    from ..egraph.extract.bench import FIELDS
+
+    result = json.loads(row["result"] or "{}")
+    if "status" not in result:
+        return {"file": label, "extractor": extractor, "nodes": 0, "classes": 0, "tree_cost": math.nan,
+                "dag_cost": math.nan, "seconds": 0.0, "optimal": "", "gap": "",
+                "status": f"error: {row['error']}"}
+    out = {k: result.get(k) for k in FIELDS}
+    out["file"] = label
+    for key in ("tree_cost", "dag_cost", "gap"):
+        if out[key] is None:
+            out[key] = math.nan if key != "gap" else ""
+    out["optimal"] = "" if out["optimal"] is None else bool(out["optimal"])
+    return out
+
+
+def _file_rows(label: str, names: list[str], cells: dict[str, dict]) -> list[dict]:
+    """A file's rows in the extractors' order; a file that could not be read is one row."""
+    rows = [_bench_row(label, n, cells[n]) for n in names]
+    unread = [r for r in rows if r["extractor"] == "-"]
+    return unread[:1] if unread else rows
 
 
 def _run_all(files: list[str], names: list[str], args: argparse.Namespace) -> list[dict]:
-    """Run every file, printing its rows as soon as it is done; all rows, in the order given."""
+    """Run every (file, extractor) cell as a study, printing a file's rows as soon as all its
+    cells are done; all rows, in the order given."""
+    import tempfile
+
     from ..egraph.extract.bench import Table, relative_labels
     from ..progress import phase
+    from ..study import run
 
     labels = relative_labels(files)
     table = Table([labels[f] for f in files], names)
     bar = phase("extract-bench", total=len(files), unit="file", progress="auto" if args.progress else False)
     bar.print(table.header())
+    cells: dict[str, dict[str, dict]] = {f: {} for f in files}
     results: dict[str, list[dict]] = {}
-    try:
-        for f, rows in _finished(files, names, labels, args):
-            results[f] = rows
-            bar.print("\n".join(table.row(r) for r in rows))
+
+    def arrived(cell, row) -> None:
+        f = os.path.abspath(cell.params["input"])
+        cells[f][cell.params["extractor"]] = row
+        if len(cells[f]) == len(names):
+            results[f] = _file_rows(labels[f], names, cells[f])
+            bar.print("\n".join(table.row(r) for r in results[f]))
             bar.step(labels[f])
+
+    spec = {"extract": {"inputs": files, "extractors": names, "time_limit": args.time_limit,
+                        "cost": args.cost}}
+    try:
+        with tempfile.TemporaryDirectory(prefix="extract-bench-") as tmp:
+            run(spec, os.path.join(tmp, "extract-bench.sqlite"), jobs=args.jobs, progress=False,
+                isolate=args.jobs > 1, on_result=arrived)
         bar.done()
     finally:
         bar.close()
