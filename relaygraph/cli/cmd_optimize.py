@@ -93,9 +93,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                    node_limit=args.node_limit, iter_limit=args.iter_limit, time_limit=args.time_limit,
                    check=not args.no_check, params=params, seed=args.seed,
                    progress=not args.no_progress, functions=args.function or None,
-                   keep_fused_ops=args.keep_fused_ops)
+                   keep_fused_ops=args.keep_fused_ops, explain=args.explain)
     print(res.summary())
     print(speedup_line(res))
+    if args.explain:
+        from ..synth.explain import explain
+
+        print()
+        print(explain(res).text())
     if args.compare_pipeline:
         from ..egraph.compare import compare_pipeline
 
@@ -200,6 +205,8 @@ def register(sub) -> None:
     p.add_argument("--compare-pipeline", nargs="?", const="tvm-o3", default=None, metavar="PIPELINE",
                    help="also run a named pass pipeline on the original (default tvm-o3: TVM's opt_level-3 "
                         "build) and print original vs pipeline vs e-graph, predicted and measured")
+    p.add_argument("--explain", action="store_true",
+                   help="print, per changed op of the result, the rules that made it from the original")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs for the check")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_cmd_optimize)

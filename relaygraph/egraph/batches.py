@@ -244,7 +244,8 @@ class BatchBuilder:
         return self.state.leaf_type.get((ctor, key))
 
     # -- Relay expressions ----------------------------------------------------------------------
-    def add_expr(self, expr: Expr, leaves: dict | None = None, *, checked: bool = False) -> int:
+    def add_expr(self, expr: Expr, leaves: dict | None = None, *, checked: bool = False,
+                 record: dict | None = None) -> int:
         """Add ``expr``; ``leaves`` maps Vars standing for existing classes to their handles.
 
         With ``checked``, types come from the loaded program's TypeMap (``self.checked``) where
@@ -257,6 +258,8 @@ class BatchBuilder:
         for node in iter_post_order(expr, skip=lambda n: n in memo or isinstance(n, Op)):
             if node not in memo and not isinstance(node, Op):
                 memo[node] = self._add_node(node, memo, checked)
+        if record is not None:  # the handle of every node added (the program's, for explanations)
+            record.update(memo)
         return memo[expr]
 
     def _add_node(self, node: Expr, memo: dict, checked: bool) -> int:

@@ -68,7 +68,8 @@ class RelayEGraph:
                              f"{type(program).__name__}")
         self.function = fn
         self.builder.checked = types
-        self.root = self.builder.add_expr(fn.body, checked=True)
+        self.program_handles: dict = {}  # each node of the loaded body -> its handle
+        self.root = self.builder.add_expr(fn.body, checked=True, record=self.program_handles)
         self.flush()
         # The typing and signature rules run once over the program now: every signature is
         # known (the batch carried them), so later runs only see what rules add.
@@ -306,12 +307,13 @@ class RelayEGraph:
         result = extractor(graph)
         return self.read_back(graph, result.choice)
 
-    def read_back(self, graph, choice: dict[int, int]) -> Function:
-        """The program an extraction choice stands for, as a Function like the one loaded."""
+    def read_back(self, graph, choice: dict[int, int], built: dict | None = None) -> Function:
+        """The program an extraction choice stands for, as a Function like the one loaded
+        (``built``, if given, receives each chosen class's expression)."""
         if self.function is None:
             raise RelayError("this e-graph was not loaded from a Relay function here; it cannot read back")
         fn = self.function
-        body = read_back(graph, choice, self.tables)
+        body = read_back(graph, choice, self.tables, built=built)
         return Function(fn.params, body, fn.ret_type, fn.type_params, fn.attrs)
 
     def _root(self) -> int:

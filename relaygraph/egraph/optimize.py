@@ -78,6 +78,8 @@ class OptimizeResult:
     values_compared: int | None = None  # output values compared (where the original is finite)
     differing_outputs: list[str] = field(default_factory=list)  # which outputs differ, and how
     suspect_rules: list[dict] = field(default_factory=list)  # rules that may have made the difference
+    # with explain=True: per function, (e-graph, extraction graph, choice, rules, saturation report)
+    explain_data: dict[str, tuple] = field(default_factory=dict, repr=False)
 
     @property
     def speedup(self) -> float | None:
@@ -445,7 +447,7 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
              params: dict[str, np.ndarray] | None = None, seed: int = 0, repeats: int = 5,
              rtol: float = 1e-3, atol: float = 1e-4, ilp_time_limit: float = 30.0,
              progress: bool = False, timing_budget: float = 1.0, functions=None,
-             entry: str = "main", keep_fused_ops: bool = False) -> OptimizeResult:
+             entry: str = "main", keep_fused_ops: bool = False, explain: bool = False) -> OptimizeResult:
     """Rewrite ``mod`` with equality saturation and return the best program under ``cost``.
 
     Each function (or each one named in ``functions``) is saturated and extracted on its own, under
@@ -454,6 +456,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
     are compared and their numpy times are the medians of at least ``repeats`` alternated runs
     each, more for small programs until ``timing_budget`` seconds have passed. ``progress`` (False,
     True, ``"auto"``, ``"bar"``, ``"lines"``) reports each phase: load, saturate, extract, check, time.
+    ``explain`` keeps each function's e-graph and extraction so that ``rg.rules.explain(result)``
+    can say which rules made each changed op.
     """
     from ..passes import FoldConstant, InferType
     from ..progress import phase, resolve
@@ -490,6 +494,7 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
     rewritten: dict[str, Function] = {}
     reports: dict[str, Any] = {}
     extraction_seconds, optimal = 0.0, True
+    explain_data: dict[str, tuple] = {}
     for name in names:
         egraph = _load(mod, name, asked=functions is not None, status=status)
         if egraph is None:
@@ -506,6 +511,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
         proven = getattr(result, "optimal", None)
         optimal = None if proven is None or optimal is None else optimal and proven
         rewritten[name] = egraph.read_back(graph, result.choice)
+        if explain:
+            explain_data[name] = (egraph, graph, result.choice, rule_objects, reports[name])
         extracting.done(f"DAG cost {result.dag_cost:.6g}")
         status[name] = "rewritten"
     if not rewritten:
@@ -538,7 +545,8 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
         ops_before=_op_histogram(before), ops_after=ops_after,
         functions={gv.name_hint: status.get(gv.name_hint, "not asked for") for gv, _ in mod},
         saturations=reports, keep_fused_ops=keep_fused_ops,
-        fused_calls=sum(n for op, n in ops_after.items() if fused_definition(op) is not None))
+        fused_calls=sum(n for op, n in ops_after.items() if fused_definition(op) is not None),
+        explain_data=explain_data)
     rebuilding.done()
     if check:
         inputs = random_inputs(mod, seed, entry=entry)

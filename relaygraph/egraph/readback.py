@@ -30,7 +30,7 @@ from .encoding import EXPR, OP_PREFIX, constructor_fields, parse_attr_key
 from .signatures import Snapshot
 from .typer import tensor_json
 
-__all__ = ["gym_document", "read_back", "primitive_functions", "NODE_OPS"]
+__all__ = ["gym_document", "read_back", "rebuild_node", "primitive_functions", "NODE_OPS"]
 
 NODE_OPS = {"RVar": "Var", "RConst": "Constant", "RGlobal": "GlobalVar", "RTuple": "Tuple",
             "RProj": "TupleGetItem", "RLet": "Let", "RIf": "If", "RCall": "Call", "RFn": "Function"}
@@ -117,10 +117,12 @@ def gym_document(snap: Snapshot, state: GraphState, roots: list[int]) -> dict:
     return {"nodes": nodes, "root_eclasses": root_ids, "class_data": class_data}
 
 
-def read_back(graph, choice: dict[int, int], tables: RelayTables, root: int | None = None) -> Expr:
-    """The Relay expression chosen for a root class (index in ``graph``; default the first root)."""
+def read_back(graph, choice: dict[int, int], tables: RelayTables, root: int | None = None,
+              built: dict | None = None) -> Expr:
+    """The Relay expression chosen for a root class (index in ``graph``; default the first root);
+    ``built`` receives the expression of every class read."""
     start = graph.roots[0] if root is None else root
-    built: dict[int, Expr] = {}
+    built = {} if built is None else built
     attrs_cache: dict = {}
     stack: list = [(start, False)]
     while stack:
@@ -135,11 +137,12 @@ def read_back(graph, choice: dict[int, int], tables: RelayTables, root: int | No
             stack.append((k, True))
             stack.extend((c, False) for c in reversed(kids) if c not in built)
             continue
-        built[k] = _rebuild(graph, node, [built[c] for c in kids], tables, attrs_cache)
+        built[k] = rebuild_node(graph, node, [built[c] for c in kids], tables, attrs_cache)
     return built[start]
 
 
-def _rebuild(graph, node: int, kids: list[Expr], tables: RelayTables, attrs_cache: dict) -> Expr:
+def rebuild_node(graph, node: int, kids: list[Expr], tables: RelayTables, attrs_cache: dict) -> Expr:
+    """The Relay node of one e-node of ``graph`` over the expressions of its child classes."""
     op = graph.ops[node]
     data = graph.node_data.get(node, {})
     try:
