@@ -225,7 +225,7 @@ BAD_SPECS = [
     ("[[extract]]\ninputs = ['{gym}']\nextractor = ['tree']\n",
      "unknown key in [[extract]] #1 'extractor'; allowed: inputs, extractors, time_limit, cost"),
     ("[[extract]]\ninputs = ['{gym}']\nextractors = ['tree', 'magic']\n",
-     "unknown extractor 'magic'; allowed: tree, greedy-dag, ilp, egglog"),
+     "unknown extractor 'magic'; allowed: tree, greedy-dag, greedy-dag+ls, ilp, egglog"),
     ("[[extract]]\ninputs = ['{gym}']\ncost = 'cheap'\n", "unknown cost model 'cheap'; allowed: given, "),
     ("[[extract]]\ninputs = ['{gym}/absent.json']\n", "absent.json: no such file or folder"),
     ("[[optimize]]\nmodels = ['bert']\ncost = ['fast']\n", "unknown cost model 'fast'; allowed: "),
