@@ -154,3 +154,16 @@ def test_a_file_with_a_stale_root_exits_2_through_the_cli(tmp_path, capsys):
     assert _bench(tmp_path, LEAN / "Explosion #2.json", "greedy-dag") == 2
     err = capsys.readouterr().err
     assert "root e-class '3' has no nodes" in err and "Traceback" not in err
+
+
+def test_extract_bench_and_a_study_read_stale_roots_when_asked(tmp_path, capsys):
+    from relaygraph.cli import main
+
+    path = str(LEAN / "Explosion #2.json")
+    assert main(["extract-bench", path, "--extractors", "greedy-dag", "--out", str(tmp_path / "a"),
+                 "--no-plot", "--no-progress"]) == 2
+    assert "root e-class '3' has no nodes" in capsys.readouterr().err
+    assert main(["extract-bench", path, "--extractors", "greedy-dag", "--out", str(tmp_path / "b"),
+                 "--no-plot", "--no-progress", "--missing-roots", "drop"]) == 0
+    out = capsys.readouterr().out
+    assert "has no nodes" not in out and " ok" in out

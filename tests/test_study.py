@@ -231,6 +231,8 @@ BAD_SPECS = [
     ("[[optimize]]\nmodels = ['bert']\ncost = ['fast']\n", "unknown cost model 'fast'; allowed: "),
     ("[[optimize]]\nmodels = ['nope']\n", "unknown model 'nope'; allowed: "),
     ("[[optimize]]\nmodels = ['bert']\nrules = ['magic']\n", "unknown rule set 'magic'; allowed: default, "),
+    ("[[extract]]\ninputs = ['{gym}']\nmissing_roots = 'ignore'\n",
+     "unknown missing_roots 'ignore'; allowed: error, drop"),
     ("[[sweep]]\n", "unknown top-level key 'sweep'; allowed: study, extract, optimize, call"),
     ("[study]\nthreads = 2\n[[call]]\nfunction = 'x:y'\n",
      "unknown key in [study] 'threads'; allowed: name, database, time_limit, memory_limit"),

@@ -95,7 +95,7 @@ def _run_all(files: list[str], names: list[str], args: argparse.Namespace) -> li
             bar.step(labels[f])
 
     spec = {"extract": {"inputs": files, "extractors": names, "time_limit": args.time_limit,
-                        "cost": args.cost}}
+                        "cost": args.cost, "missing_roots": args.missing_roots}}
     try:
         with tempfile.TemporaryDirectory(prefix="extract-bench-") as tmp:
             run(spec, os.path.join(tmp, "extract-bench.sqlite"), jobs=args.jobs, progress=False,
@@ -142,6 +142,8 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="files run in N worker processes")
     p.add_argument("--cost", choices=_COSTS, default="given",
                    help="node costs: as given in the file (default) or a cost model")
+    p.add_argument("--missing-roots", choices=("error", "drop"), default="error",
+                   help="a root id with no nodes: refuse the file (default) or drop that root with a warning")
     p.add_argument("--out", default="extract-bench-out", metavar="DIR",
                    help="where the CSV, Markdown table and PNG go (default extract-bench-out)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")

@@ -52,7 +52,7 @@ class StudyError(RelayError):
 
 STUDY_KEYS = ("name", "database", "time_limit", "memory_limit")
 TASKS = {
-    "extract": ("inputs", "extractors", "time_limit", "cost"),
+    "extract": ("inputs", "extractors", "time_limit", "cost", "missing_roots"),
     "optimize": ("models", "inputs", "rules", "cost", "extractor", "node_limit", "iter_limit",
                  "time_limit", "ilp_time_limit", "measure", "model_options"),
     "call": ("function", "args"),
@@ -244,7 +244,11 @@ def _expand_extract(table: dict, base: Path) -> list[dict]:
     extractors = _axis(table, "extractors", list(extractor_names()), _known("extractor", extractor_names()))
     limits = _axis(table, "time_limit", 60.0, _limit("time_limit"))
     costs = _axis(table, "cost", "given", _known("cost model", extract_costs()))
-    return [{"input": f, "extractor": e, "time_limit": t, "cost": c}
+    missing = table.get("missing_roots", "error")
+    if missing not in ("error", "drop"):
+        raise UnknownNameError(f"unknown missing_roots {missing!r}; allowed: error, drop")
+    extra = {} if missing == "error" else {"missing_roots": missing}  # the hash of older specs holds
+    return [{"input": f, "extractor": e, "time_limit": t, "cost": c, **extra}
             for f, c, t, e in itertools.product(files, costs, limits, extractors)]
 
 

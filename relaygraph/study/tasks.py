@@ -50,7 +50,7 @@ def _extract(p: dict, base: Path) -> dict:
     from ..egraph.extract import bench
 
     rows = bench.run_file(str(base / p["input"]), [p["extractor"]], p["time_limit"], p["cost"],
-                          label=p["input"])
+                          label=p["input"], missing_roots=p.get("missing_roots", "error"))
     row = dict(rows[0])
     for key in ("tree_cost", "dag_cost", "gap", "seconds"):
         if isinstance(row.get(key), float) and math.isnan(row[key]):
