@@ -114,6 +114,16 @@ def test_dims_helpers():
         parse_dim("(((")
 
 
+@pytest.mark.parametrize("name", ["sequence", "N", "E", "I", "S", "beta", "gamma", "pi", "test"])
+def test_names_sympy_knows_parse_as_dimension_symbols(name):
+    # ONNX models name dims "sequence", "N"...: sympy alone reads them as its functions/constants
+    assert parse_dim(name) is sym(name)
+    assert parse_dim(f"2*{name} + 1") == 2 * sym(name) + 1
+    assert parse_dim(f"Max({name}, 3)") == sympy.Max(sym(name), 3)
+    mod = rg.parse(f'#[version = "0.0.5"]\ndef @main(%x: Tensor[({name}, 4), float32]) {{ nn.relu(%x) }}\n')
+    assert infer_type(mod)["main"].ret_type.shape == (sym(name), 4)
+
+
 def test_symbolic_text_model():
     text = """#[version = "0.0.5"]
 def @main(%x: Tensor[(n, 3, h, w), float32], %k: Tensor[(8, 3, 3, 3), float32]) {

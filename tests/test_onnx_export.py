@@ -391,3 +391,24 @@ def test_cli_in_a_subprocess_reports_an_uncovered_op_in_one_line(tmp_path):
     assert proc.stderr.startswith("relaygraph: error: cannot export to ONNX: the operator "
                                   "annotation.compiler_end is not in the covered set; covered "
                                   "operators: abs, ")
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_repeat_with_symbolic_dims_exports_as_tile_of_a_new_axis(axis):
+    mod = _parse(f"repeat(%x, repeats=3, axis={axis})", "%x: Tensor[(n, s, 2), float32]")
+    model = to_onnx(mod)
+    assert {"Unsqueeze", "Expand", "Reshape"} <= {n.op_type for n in model.graph.node}
+    for shape in ((2, 4, 2), (1, 1, 2)):
+        x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+        _assert_same(_run_onnx(model, {"x": x}), [np.repeat(x, 3, axis=axis)])
+
+
+def test_slice_like_to_a_symbolic_size_reads_it_at_run_time():
+    mod = _parse("slice_like(%table, %x, axes=[0])", "%table: Tensor[(10, 3), float32], "
+                 "%x: Tensor[(s, 3), float32]")
+    model = to_onnx(mod)
+    assert model.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "s"
+    table = np.arange(30, dtype="float32").reshape(10, 3)
+    for s in (1, 7, 10):
+        x = np.zeros((s, 3), "float32")
+        _assert_same(_run_onnx(model, {"table": table, "x": x}), [table[:s]])

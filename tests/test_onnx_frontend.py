@@ -309,3 +309,62 @@ def test_slice_to_a_symbolic_length_taken_from_the_shape_stays_symbolic():
     bad = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(rg.RelayError, match="'up_to_seq'.*symbolic end s"):
         rg.frontend.from_onnx(bad)
+
+
+def buffer_slices(start_from="x") -> onnx.ModelProto:
+    """Buffers sliced to shape-derived bounds, as torch exports GPT-2's causal mask: table[1, 10, 5]
+    sliced on axis 1 from len(start_from) - len(x) to len(x), row[10, 5] on axis 0 to len(x)."""
+    c = numpy_helper.from_array
+    vi = helper.make_tensor_value_info
+
+    def length(of, out):
+        return [helper.make_node("Shape", [of], [out + "_s"]),
+                helper.make_node("Gather", [out + "_s", "one"], [out + "_g"], axis=0),
+                helper.make_node("Unsqueeze", [out + "_g", "zero"], [out])]
+
+    nodes = length("x", "q") + length(start_from, "k") + [
+        helper.make_node("Sub", ["k", "q"], ["begin"]),
+        helper.make_node("Slice", ["table", "begin", "k", "one1"], ["rows"], name="rows"),
+        helper.make_node("Slice", ["row", "zero", "q", "zero"], ["cut"], name="cut"),
+        helper.make_node("Add", ["x", "rows"], ["y0"]),
+        helper.make_node("Add", ["y0", "cut"], ["y"]),
+    ]
+    inits = [c(np.array(1, np.int64), "one"), c(np.array([0], np.int64), "zero"),
+             c(np.array([1], np.int64), "one1"),
+             c(RNG.standard_normal((1, 10, 5)).astype(np.float32), "table"),
+             c(RNG.standard_normal((10, 5)).astype(np.float32), "row")]
+    inputs = [vi("x", TensorProto.FLOAT, ["n", "s", 5])]
+    if start_from != "x":
+        inputs.append(vi(start_from, TensorProto.FLOAT, ["n", "t", 5]))
+    graph = helper.make_graph(nodes, "g", inputs, [vi("y", TensorProto.FLOAT, ["n", "s", 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_buffer_sliced_to_shape_derived_bounds_keeps_the_sequence_symbolic():
+    model = buffer_slices()
+    mod, _ = rg.frontend.from_onnx(model)
+    typed = rg.infer_type(mod)
+    assert typed["main"].ret_type.shape == (sym("n"), sym("s"), 5)
+    text = rg.astext(typed)
+    assert text.count("slice_like(") == 2  # s - s is 0: both slices start at the beginning
+    back = rg.frontend.to_onnx(mod)
+    for n, s in ((2, 4), (1, 10), (3, 1)):
+        x = RNG.standard_normal((n, s, 5)).astype(np.float32)
+        want = reference(model, x)
+        np.testing.assert_allclose(rg.evaluate(mod, x), want, rtol=1e-6)
+        np.testing.assert_allclose(reference(back, x), want, rtol=1e-6)
+    # longer than the buffer: the size is not s any more, so evaluation refuses it clearly
+    with pytest.raises(rg.RelayError, match="slice_like"):
+        rg.evaluate(mod, RNG.standard_normal((1, 11, 5)).astype(np.float32))
+
+
+def test_a_slice_bound_that_stays_symbolic_is_a_clear_error(tmp_path, capsys):
+    model = buffer_slices(start_from="past")  # begins at t - s: its size is known only at run time
+    with pytest.raises(rg.RelayError, match=r"node 'rows' \(Slice, opset 17\).*from -s \+ t to t"):
+        rg.frontend.from_onnx(model)
+    path = tmp_path / "past.onnx"
+    onnx.save_model(model, str(path))
+    assert main(["import", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("relaygraph: error:") and "from -s + t to t" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

@@ -448,6 +448,36 @@ def _strided_slice(g, s: Site):
     return g.add("Slice", [s.ins[0], g.ints(starts), g.ints(ends), g.ints(axes), g.ints(steps)])
 
 
+def _slice_like(g, s: Site):
+    rank = _rank(s.in_types[0])
+    axes = (list(range(rank)) if s.attrs["axes"] is None
+            else [_axis(a, rank) for a in s.attrs["axes"]])
+    want = [s.in_types[1].shape[a] for a in axes]
+    if all(is_known(d) for d in want):
+        ends = g.ints([int(d) for d in want])
+    else:  # the sizes are shape_like's dims, read at run time
+        ends = g.add("Gather", [g.add("Shape", [s.ins[1]]), g.ints(axes)], axis=0)
+    return g.add("Slice", [s.ins[0], g.ints([0] * len(axes)), ends, g.ints(axes)])
+
+
+def _repeat(g, s: Site):
+    # np.repeat(x, n, axis): a new axis after ``axis``, expanded to n, merged back into ``axis``
+    rank = _rank(s.in_types[0])
+    axis = _axis(s.attrs["axis"], rank)
+    n = int(s.attrs["repeats"])
+    if n == 1:
+        return g.add("Identity", s.ins)
+    wide = g.add("Unsqueeze", [s.ins[0], g.ints([axis + 1])])
+    wide = g.add("Expand", [wide, g.ints([1] * (axis + 1) + [n] + [1] * (rank - axis - 1))])
+    if all(is_known(d) for d in s.out_type.shape):
+        return g.add("Reshape", [wide, g.ints([int(d) for d in s.out_type.shape])])
+    # symbolic dims: the input's own dims around the merged axis, read at run time
+    shape = g.add("Shape", s.ins[:1])
+    pieces = [g.add("Slice", [shape, g.ints([0]), g.ints([axis])]), g.ints([-1]),
+              g.add("Slice", [shape, g.ints([axis + 1]), g.ints([rank])])]
+    return g.add("Reshape", [wide, g.add("Concat", pieces, axis=0)])
+
+
 def _take(g, s: Site):
     data, idx = s.ins
     x_t, i_t = s.in_types
@@ -582,7 +612,8 @@ CONVERTERS: dict[str, Callable] = {
     # shapes and data movement
     "reshape": _reshape, "transpose": _transpose, "concatenate": _concatenate, "stack": _stack,
     "split": _split, "squeeze": _squeeze, "expand_dims": _expand_dims, "broadcast_to": _broadcast_to,
-    "strided_slice": _strided_slice, "take": _take, "nn.pad": _pad,
+    "strided_slice": _strided_slice, "take": _take, "repeat": _repeat,
+    "slice_like": _slice_like, "nn.pad": _pad,
     # reductions and normalised exponentials
     "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "max": _reduce("ReduceMax"),
     "min": _reduce("ReduceMin"), "prod": _reduce("ReduceProd"), "argmax": _arg("ArgMax"),

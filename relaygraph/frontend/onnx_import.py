@@ -126,6 +126,7 @@ class Importer:
         self.types: dict[Expr, object] = {}
         self.known: dict[Expr, np.ndarray] = {}  # values of unfrozen initializers (for static use)
         self.symvals: dict[Expr, np.ndarray] = {}  # int tensors computed from symbolic shapes
+        self.dim_sources: dict = {}  # symbolic dim -> [(expr, axis)] of values that have it
         self.node: onnx.NodeProto | None = None
         self.n_outputs = 1
         self._builders: dict = {}
@@ -218,6 +219,14 @@ class Importer:
         if v is not None:
             return np.asarray(v).astype(object)
         return self.symvals.get(expr)
+
+    def note_dims(self, expr: Expr) -> None:
+        """Remember which axes of ``expr`` have symbolic dims (a slice to such a size uses it)."""
+        for axis, d in enumerate(self.shape(expr)):
+            if not isinstance(d, int) and d is not Any:
+                seen = self.dim_sources.setdefault(d, [])
+                if (expr, axis) not in seen:
+                    seen.append((expr, axis))
 
     def error(self, message: str) -> OnnxImportError:
         """An import error naming the node being converted, its op type and the opset."""
@@ -339,6 +348,7 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype: st
         v = Var(vi.name, t)
         imp.types[v] = t
         imp.values[vi.name] = v
+        imp.note_dims(v)
         inputs.append(v)
     _check_shapes(model, input_types, shape)
     init_vars: dict[Var, str] = {}

@@ -13,7 +13,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..ir import Any, Constant, Tuple
-from ..ty.dims import dims_equal
+from ..ty.dims import dims_equal, simplify_dim
 from .onnx_import import Importer, OnnxImportError, close_names, onnx_dtype
 
 __all__ = ["CONVERTERS", "convert_node", "covered_ops", "converter"]
@@ -162,6 +162,7 @@ def _constant_of_shape(imp, inputs, a):
 @converter("Shape")
 def _shape(imp, inputs, a):
     shape = imp.shape(inputs[0])
+    imp.note_dims(inputs[0])
     start, end = a.get("start", 0), a.get("end", len(shape))
     dims = shape[slice(start, end)]
     if all(isinstance(d, int) for d in dims):
@@ -444,15 +445,23 @@ def _slice(imp, inputs, a):
         starts, ends, axes, steps = a["starts"], a["ends"], a.get("axes"), None
     else:
         axes = int_list(imp, inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else None
-        starts = int_list(imp, inputs[1], "starts")
-        ends = _slice_ends(imp, x, inputs[2], axes)
+        starts = dim_list(imp, inputs[1], "starts")
+        ends = dim_list(imp, inputs[2], "ends")
         steps = int_list(imp, inputs[4], "steps") if len(inputs) > 4 and inputs[4] is not None else None
     axes = list(range(len(starts))) if axes is None else [norm_axis(i, rank) for i in axes]
     steps = steps or [1] * len(starts)
-    shape = imp.shape(x)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise imp.error(f"starts, ends, axes and steps differ in length ({len(starts)}, {len(ends)}, "
+                        f"{len(axes)}, {len(steps)})")
     for axis, s, e, st in zip(axes, starts, ends, steps, strict=True):
-        dim = shape[axis]
-        if isinstance(dim, int):
+        dim = imp.shape(x)[axis]
+        if isinstance(e, int) or dims_equal(e, dim) is not True:
+            pass
+        elif st == 1:
+            e = 1 << 62  # a symbolic end equal to the dim: to the end of the axis
+        if not isinstance(s, int) or not isinstance(e, int):
+            x = _slice_to_symbolic(imp, x, axis, s, e, st)
+        elif isinstance(dim, int):
             idx = np.arange(dim)[slice(s, e, st)]
             if st == 1 and len(idx) and len(idx) == dim:
                 continue
@@ -462,6 +471,8 @@ def _slice(imp, inputs, a):
             else:
                 x = imp.call("take", x, imp.const(idx.astype(np.int64)), axis=axis)
         elif st == 1 and s >= 0 and (e >= 0 or e <= -(1 << 62)):
+            if s == 0 and e >= 1 << 62:
+                continue
             end = min(e, 1 << 31)
             x = imp.call("strided_slice", x, begin=(s,), end=(end,), strides=(1,), axes=(axis,))
         else:
@@ -470,22 +481,55 @@ def _slice(imp, inputs, a):
     return x
 
 
-def _slice_ends(imp, x, ends, axes) -> list[int]:
-    """Static ends; an end computed from a symbolic shape is allowed where it is the whole dim."""
-    dims = imp.dims_value(ends)
-    if dims is None or all(isinstance(d, (int, np.integer)) for d in dims):
-        return int_list(imp, ends, "ends")
-    shape = imp.shape(x)
-    axes = list(range(len(dims))) if axes is None else [norm_axis(i, len(shape)) for i in axes]
+def _slice_to_symbolic(imp, x, axis, s, e, st):
+    """``x[s:e]`` on ``axis`` where ``e`` is a symbolic size and the dim a static one (a buffer
+    such as GPT-2's causal mask sliced to the sequence length): slice_like a tensor of size ``e``.
+    The size is ``e`` where ``e`` fits the buffer; a larger one is an error at run time."""
+    dim = imp.shape(x)[axis]
+    if st != 1 or not isinstance(s, int) or s < 0 or isinstance(e, int):
+        raise imp.error(f"slicing the dimension {dim} from {s} to {e} with step {st} is not supported "
+                        "(the result's size would be known only at run time)")
+    if not isinstance(dim, int):
+        raise imp.error(f"slicing the dimension {dim} to the symbolic end {e} is not supported (the "
+                        "result's size, the smaller of the two, is known only at run time)")
+    like = _sized_like(imp, e, axis, imp.rank(x))
+    if like is None:
+        raise imp.error(f"slicing the dimension {dim} to the symbolic end {e} is not supported (no "
+                        "tensor of the model has that size, so it is known only at run time)")
+    x = imp.call("slice_like", x, like, axes=(axis,))
+    if s:
+        x = imp.call("strided_slice", x, begin=(s,), end=(1 << 31,), strides=(1,), axes=(axis,))
+    return x
+
+
+def _sized_like(imp, d, axis: int, rank: int):
+    """A tensor whose dim ``axis`` is ``d`` (for slice_like), or None if no value has that dim."""
+    sources = imp.dim_sources.get(d, [])
+    for expr, j in sources:
+        if j == axis:
+            return expr
+    if not sources:
+        return None
+    # the dim is at another axis: gather index 0 of every other axis, then reshape it into place
+    expr, j = sources[0]
+    zero = imp.const(np.asarray(0, dtype=np.int64))
+    for k in reversed(range(imp.rank(expr))):
+        if k != j:
+            expr = imp.call("take", expr, zero, axis=k, mode="fast")
+    return imp.call("reshape", expr, newshape=tuple(-1 if k == axis else 1 for k in range(rank)))
+
+
+def dim_list(imp: Importer, expr, what: str) -> list:
+    """An int tensor input known at import, as dims: ints, or sympy expressions over dim symbols
+    where it is computed from symbolic shapes."""
+    dims = imp.dims_value(expr)
+    if dims is None:
+        imp.static(expr, what)  # the clear error: computed at run time
     out = []
-    for axis, d in zip(axes, dims, strict=True):
-        if isinstance(d, (int, np.integer)):
-            out.append(int(d))
-        elif dims_equal(d, shape[axis]) is True:
-            out.append(1 << 62)  # to the end
-        else:
-            raise imp.error(f"slicing to the symbolic end {d} of a dimension of size {shape[axis]} "
-                            "is not supported (the result's size would be known only at run time)")
+    for d in np.asarray(dims).reshape(-1):
+        if d is Any:
+            imp.static(expr, what)
+        out.append(simplify_dim(d))
     return out
 
 
@@ -542,4 +586,4 @@ def _propagate_dims(imp, op_type, inputs, attrs, outs) -> None:
         imp.symvals[out] = np.asarray(value, dtype=object)
 
 
-__all__ += ["reshape_to", "scalar", "norm_axis", "int_list"]
+__all__ += ["reshape_to", "scalar", "norm_axis", "int_list", "dim_list"]

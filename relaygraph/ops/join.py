@@ -268,6 +268,59 @@ defop("strided_slice", 1, {"begin": REQUIRED, "end": REQUIRED, "strides": REQUIR
                 ([_t((4, 5))], {"begin": (1, 1), "end": (2, -1), "slice_mode": "size"})))
 
 
+# -- slice_like ----------------------------------------------------------------------------------
+def _slice_like_axes(x_ndim: int, like_ndim: int, axes) -> list[int]:
+    if axes is None:
+        if x_ndim != like_ndim:
+            raise ShapeError(f"slice_like without axes needs inputs of one rank, got {x_ndim} and "
+                             f"{like_ndim}")
+        return list(range(x_ndim))
+    out = [norm_axis(ax, x_ndim) for ax in axes]
+    if any(ax >= like_ndim for ax in out):
+        raise ShapeError(f"slice_like axes {tuple(axes)} are out of range for shape_like's rank "
+                         f"{like_ndim}")
+    return out
+
+
+def _slice_like_rel(args, a):
+    x, like = tensor_arg(args[0], 0), tensor_arg(args[1], 1)
+    shape = list(x.shape)
+    for ax in _slice_like_axes(x.ndim, like.ndim, a["axes"]):
+        d, want = x.shape[ax], like.shape[ax]
+        if is_known(d) and is_known(want) and want > d:
+            raise ShapeError(f"slice_like cannot slice {fmt(x)} to {fmt(like)} on axis {ax} "
+                             f"({want} > {d})")
+        shape[ax] = want
+    return TensorType(tuple(shape), x.dtype)
+
+
+def _slice_like_kernel(args, a):
+    x, like = args
+    index = [slice(None)] * x.ndim
+    for ax in _slice_like_axes(x.ndim, like.ndim, a["axes"]):
+        if like.shape[ax] > x.shape[ax]:
+            raise ShapeError(f"slice_like cannot slice a dim of {x.shape[ax]} to {like.shape[ax]} "
+                             f"(axis {ax})")
+        index[ax] = slice(0, like.shape[ax])
+    return x[tuple(index)].copy()
+
+
+# TVM's slice_like: data sliced from 0 to the dims of shape_like on ``axes`` (all when None); the
+# size may be symbolic, so a slice to a size known only from another tensor's shape is static IR
+defop("slice_like", 2, {"axes": None}, _slice_like_rel, _slice_like_kernel, PatternKind.INJECTIVE,
+      input_names=("data", "shape_like"), normalize=lambda v: _axes_tuple(v),
+      examples=(([_t((4, 5)), _t((2, 3))], {}),
+                ([_t((1, 1, 8, 8)), _t((2, 4, 3, 5))], {"axes": (2, 3)}),
+                ([_t((6, 5)), _t((3, 2), "int64")], {"axes": (-2,)})))
+
+
+def _axes_tuple(v: dict) -> dict:
+    x = v.get("axes")
+    if isinstance(x, int) and not isinstance(x, bool):
+        v["axes"] = (x,)
+    return v
+
+
 # -- nn.pad --------------------------------------------------------------------------------------
 def _pad_width(x_ndim: int, pw) -> list[tuple[int, int]]:
     if pw is None or len(pw) != x_ndim:

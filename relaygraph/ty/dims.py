@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import sympy
 
@@ -174,12 +175,23 @@ def parse_dim(text: str):
         return Any
     if text.lstrip("-").isdigit():
         return int(text)
+    # Every name not called as a function is a dimension symbol (integer, non-negative), shared
+    # with every other use of the name: without this, names sympy knows ("sequence", "N", "E",
+    # "beta") would parse as sympy's functions and constants. The result keeps sympy's automatic
+    # form, the form shape arithmetic produces and the printer shows, so printing and parsing a
+    # dimension gives back the same expression.
+    names = dict(_DIM_FUNCTIONS)
+    names.update((n, sym(n)) for n in _NAME.findall(text))
     try:
-        expr = sympy.sympify(text, locals={"ceil": sympy.ceiling})
+        expr = sympy.sympify(text, locals=names)
     except (sympy.SympifyError, SyntaxError, TypeError) as exc:
         raise ValueError(f"not a dimension expression: {text!r} ({exc})") from None
-    # Re-home every name on the shared dimension symbols (integer, non-negative). The result
-    # keeps sympy's automatic form, the form shape arithmetic produces and the printer shows,
-    # so printing and parsing a dimension gives back the same expression.
-    expr = expr.subs({s: sym(s.name) for s in expr.free_symbols})
-    return _canon(sympy.sympify(expr))
+    if not isinstance(expr, sympy.Expr):
+        raise ValueError(f"not a dimension expression: {text!r}")
+    return _canon(expr)
+
+
+_DIM_FUNCTIONS = {"ceil": sympy.ceiling, "ceiling": sympy.ceiling, "floor": sympy.floor,
+                  "Max": sympy.Max, "Min": sympy.Min, "Mod": sympy.Mod}
+# an identifier not followed by "(" (a name, not a function call)
+_NAME = re.compile(r"\b([A-Za-z_]\w*)\b(?!\s*\()")
