@@ -141,6 +141,8 @@ def _conv2d_infer(args, a):
 def conv2d_nchw(x, w, strides, padding, dilation, groups, out_dtype=None):
     """Convolution of NCHW data with an OIHW weight; padding may be negative (cropping)."""
     out_dtype = out_dtype or x.dtype
+    if x.dtype == np.float16 or w.dtype == np.float16:  # accumulate half precision in float32
+        x, w = x.astype(np.float32), w.astype(np.float32)
     if min(padding) >= 0:
         if groups == 1:
             return _conv2d_gemm(x, w, strides, padding, dilation).astype(out_dtype, copy=False)
