@@ -242,7 +242,11 @@ def _dask(todo: list[Cell], jobs_of: dict, scheduler: str | None, workers: int |
             except KilledWorker as exc:
                 result = {"error": f"worker lost: {exc}", "reason": "lost"}
             except Exception as exc:  # noqa: BLE001 - any failure of one cell is its row
-                result = {"error": f"{type(exc).__name__}: {exc}", "reason": "error"}
+                # the cluster's own failures (a connection closed, a future cancelled as its worker
+                # went away) are lost workers too; a cell's own errors come back as results
+                lost = type(exc).__module__.startswith(("distributed", "asyncio", "concurrent"))
+                result = {"error": f"{'worker lost: ' if lost else ''}{type(exc).__name__}: {exc}",
+                          "reason": "lost" if lost else "error"}
             finished = result.get("finished", time.time())  # on the worker's clock, as started
             started = result.get("started", finished - result.get("wall_seconds", 0.0))
             yield cell, result, started, finished
