@@ -140,14 +140,21 @@ def test_a_changed_or_lost_final_state_is_rebuilt_from_the_journal():
     _same_values(fn, eg2.extract())
 
 
-def test_at_most_two_saturated_egraphs_keep_their_worker():
+def test_held_egraphs_are_bounded_and_a_quick_ones_worker_is_taken_over(monkeypatch):
     fn = _sum_chain(5)
     graphs = []
-    for _ in range(4):
+    for _ in range(3):  # quick saturations: the next one takes over the last one's process
         eg = RelayEGraph(fn)
         saturate(eg, COMMUTE, time_limit=60, progress=False)
         graphs.append(eg)
     held = [g for g in graphs if g._final is not None and g._final._worker is not None]
-    assert held == graphs[-2:]
+    assert held == graphs[-1:]
+    monkeypatch.setattr(worker_mod, "_REBUILD_CHEAPER", 0.0)  # as if each had taken long
+    for _ in range(3):
+        eg = RelayEGraph(fn)
+        saturate(eg, COMMUTE, time_limit=60, progress=False)
+        graphs.append(eg)
+    held = [g for g in graphs if g._final is not None and g._final._worker is not None]
+    assert held == graphs[-2:]  # new processes, at most two held
     for g in graphs:
         _same_values(fn, g.extract())

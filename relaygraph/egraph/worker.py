@@ -10,7 +10,7 @@ the child sends their new matches and the types of the matched classes, and gets
 
 What survives a kill. After every iteration the child sends the journal entries the iteration
 added (cheap). It also sends a checkpoint, the e-graph serialized for extraction, after loading
-and then after any iteration where serializing costs less than 50 ms or at most a quarter of the
+and then after any iteration where serializing costs less than 2 ms or at most a quarter of the
 time spent since the last checkpoint (estimated from the last serialization's time per e-node).
 When the parent kills the child it keeps the last checkpoint: the e-graph rolls back to that
 iteration, at once extractable.
@@ -40,7 +40,7 @@ from ..errors import RelayError, RuleError
 __all__ = ["saturate_in_worker"]
 
 _CHECKPOINT_SHARE = 0.25  # a checkpoint may cost this share of the time since the last one
-_CHECKPOINT_FREE = 0.05  # seconds: a checkpoint this cheap is always taken
+_CHECKPOINT_FREE = 0.002  # seconds: a checkpoint this cheap is always taken
 
 
 class _RemoteGraph:
@@ -137,7 +137,8 @@ def saturate_in_worker(egraph, specs, python: dict, options: dict):
                 _, reason, state_iteration, entries, sizes = message
                 delta.extend(entries)
                 report.stop_reason, report.state_iteration = reason, state_iteration
-                egraph.adopt(delta, None, sizes, FinalState(worker))
+                ran = time.perf_counter() - start - report.load_seconds
+                egraph.adopt(delta, None, sizes, FinalState(worker, ran))
                 kept = True
                 break
             elif kind == "error":
@@ -199,17 +200,26 @@ _POOL_LOCK = threading.RLock()  # re-entrant: a FinalState may be collected whil
 _IDLE: list[_Worker] = []  # at most one idle child, reused by the next saturation
 _MAX_IDLE = 1
 _HELD: list = []  # weak references to the FinalStates whose child still holds an e-graph, oldest first
+_REBUILD_CHEAPER = 1.0  # seconds of saturation under which replaying it beats starting a process
 _MAX_HELD = 2  # more held e-graphs than this: the oldest is let go (rebuilt from its journal if used)
 
 
 def _acquire() -> _Worker:
-    """An idle child if there is a healthy one, else a new one."""
-    with _POOL_LOCK:
-        while _IDLE:
-            worker = _IDLE.pop()
-            if worker.alive():
-                return worker
-            worker.kill()
+    """An idle child if there is a healthy one; else the child of the oldest e-graph still held
+    whose saturation took under a second (rebuilt from its journal if it is used again, which
+    costs about that: less than starting a process); else a new one."""
+    for attempt in range(2):
+        with _POOL_LOCK:
+            while _IDLE:
+                worker = _IDLE.pop()
+                if worker.alive():
+                    return worker
+                worker.kill()
+            cheap = [f for f in (r() for r in _HELD) if f is not None and f.seconds < _REBUILD_CHEAPER]
+            oldest = cheap[0] if cheap and attempt == 0 else None
+        if oldest is None:
+            break
+        oldest.drop()  # its child frees that e-graph and becomes idle
     return _Worker()
 
 
@@ -233,8 +243,9 @@ def _close_idle() -> None:
 class FinalState:
     """A child that still holds a saturated e-graph; it serializes it once, when asked."""
 
-    def __init__(self, worker: _Worker) -> None:
+    def __init__(self, worker: _Worker, seconds: float = 0.0) -> None:
         self._worker: _Worker | None = worker
+        self.seconds = seconds  # how long the saturation it holds took (what a replay would cost)
         self._lock = threading.Lock()
         with _POOL_LOCK:
             _HELD[:] = [r for r in _HELD if r() is not None]
