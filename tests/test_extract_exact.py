@@ -1,7 +1,6 @@
 """Exact extraction: any finite cost (negative and zero too), the anytime answer with its gap and
 cost trace, local search, the memory fallback, and the published rover/tensat targets (slow)."""
 
-import itertools
 import math
 import os
 import random
@@ -10,11 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_extract_ilp import _brute_force  # the DAG-optimal cost by enumeration
 
 import relaygraph as rg
 from relaygraph.cli import main
-from relaygraph.egraph.extract import ExtractionGraph, check, find_cycle, load_gym
-from relaygraph.egraph.extract.check import needed_classes
+from relaygraph.egraph.extract import ExtractionGraph, check, load_gym
 from relaygraph.egraph.extract.lns import local_search
 
 GYM = Path(__file__).parent / "data" / "extraction-gym"
@@ -50,20 +49,6 @@ def _random_signed(seed: int) -> ExtractionGraph:
     return _graph(classes, children, costs, roots, n_classes)
 
 
-def _brute_force(g: ExtractionGraph) -> float:
-    """The DAG-optimal cost over every choice of one node per class (needed classes counted)."""
-    best = math.inf
-    options = [[n for n in nodes if g.usable(n)] or [None] for nodes in g.class_nodes]
-    for picked in itertools.product(*options):
-        choice = {k: n for k, n in enumerate(picked) if n is not None}
-        try:
-            needed = needed_classes(g, choice)
-        except rg.extract.ExtractionError:
-            continue
-        trimmed = {k: choice[k] for k in needed}
-        if find_cycle(g, trimmed) is None:
-            best = min(best, sum(g.costs[trimmed[k]] for k in needed))
-    return best
 
 
 # -- negative and zero costs ------------------------------------------------------------------
