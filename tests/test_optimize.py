@@ -77,8 +77,9 @@ def test_every_extracted_fused_op_reads_back_as_a_primitive_group_the_executor_r
     from relaygraph.ops.fused_ops import definition
 
     mod, params = rg.zoo.get("bert", small=True)
-    compact = rg.optimize(mod, params=params, keep_fused_ops=True, repeats=1, timing_budget=0)
-    std = rg.optimize(mod, params=params, repeats=1, timing_budget=0)
+    # the latency model: under the cpu model, whether fusion pays depends on this machine's profile
+    compact = rg.optimize(mod, params=params, keep_fused_ops=True, repeats=1, timing_budget=0, cost="latency")
+    std = rg.optimize(mod, params=params, repeats=1, timing_budget=0, cost="latency")
     assert std.check_passed and std.fused_calls == compact.fused_calls > 0
     fused_after = {op: n for op, n in compact.ops_after.items() if definition(op) is not None}
     groups = [n for n in rg.post_order(std.module["main"])
