@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import relaygraph as rg  # noqa: E402
 from relaygraph.egraph.cost import cache_dir  # noqa: E402
 from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
-from relaygraph.egraph.optimize import _program_cost, bind_params, compare_times, random_inputs  # noqa: E402
+from relaygraph.egraph.optimize import program_cost, bind_params, compare_times, random_inputs  # noqa: E402
 from relaygraph.egraph.program_profile import predict  # noqa: E402
 
 TIME_TARGET = 0.15
@@ -45,8 +45,8 @@ def _row(name: str, options: dict, args) -> dict:
     before, after, _, _ = compare_times(bound, optimized, inputs, args.runs, budget=args.budget)
     pred_before, pred_after = predict(bound), predict(optimized)
     try:
-        lat_before = _program_cost(bound, "main", "latency")
-        lat_after = _program_cost(rg.infer_type(res.module), "main", "latency")
+        lat_before = program_cost(bound, "main", "latency")
+        lat_after = program_cost(rg.infer_type(res.module), "main", "latency")
     except (rg.RelayError, NotImplementedError) as exc:  # the latency figure is only for contrast
         print(f"  ({name}: no latency figure: {exc})")
         lat_before = lat_after = float("nan")
