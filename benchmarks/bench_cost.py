@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import relaygraph as rg  # noqa: E402
 from relaygraph.egraph.cost import cache_dir  # noqa: E402
 from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
-from relaygraph.egraph.optimize import program_cost, bind_params, compare_times, random_inputs  # noqa: E402
+from relaygraph.egraph.optimize import bind_params, compare_times, program_cost, random_inputs  # noqa: E402
 from relaygraph.egraph.program_profile import predict  # noqa: E402
 
 TIME_TARGET = 0.15
