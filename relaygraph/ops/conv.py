@@ -190,15 +190,21 @@ def _shifted_copies(x, kh, kw, oh, ow, strides, padding, dilation, into):
                                                    src_c:src_c + (c1 - c0 - 1) * sw + 1:sw]
 
 
+def _out_hw(x_shape, w_shape, strides, padding, dilation) -> tuple[int, int]:
+    """Output height and width of an NCHW convolution with an OIHW weight."""
+    (h, wd), (kh, kw) = x_shape[2:], w_shape[2:]
+    pt, pl, pb, pr = padding
+    (sh, sw), (dh, dw) = strides, dilation
+    return (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+
+
 def _conv2d_gemm(x, w, strides, padding, dilation):
     """groups=1: one matrix product that writes NCHW directly. A 1x1 kernel needs no copy of the
     input at all (stride 1, no padding); otherwise the input is gathered once into columns."""
-    n, c, h, wd = x.shape
+    n, c, _, _ = x.shape
     o, _, kh, kw = w.shape
-    pt, pl, pb, pr = padding
-    (sh, sw), (dh, dw) = strides, dilation
-    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    sh, sw = strides
+    oh, ow = _out_hw(x.shape, w.shape, strides, padding, dilation)
     if kh == kw == 1 and not any(padding):
         if (sh, sw) != (1, 1):
             x = x[:, :, ::sh, ::sw][:, :, :oh, :ow]
@@ -216,10 +222,9 @@ def _conv2d_depthwise(x, w, strides, padding, dilation):
     """One filter per channel: a sum of kh*kw shifted, scaled views (no window copy)."""
     n, c, h, wd = x.shape
     _, _, kh, kw = w.shape
-    pt, pl, pb, pr = padding
+    pt, pl, _, _ = padding
     (sh, sw), (dh, dw) = strides, dilation
-    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    oh, ow = _out_hw(x.shape, w.shape, strides, padding, dilation)
     dtype = np.result_type(x, w)
     out = np.zeros((n, c, oh, ow), dtype=dtype)
     tmp = np.empty((n, c, oh, ow), dtype=dtype)
