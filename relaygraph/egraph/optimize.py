@@ -78,7 +78,8 @@ class OptimizeResult:
     values_compared: int | None = None  # output values compared (where the original is finite)
     differing_outputs: list[str] = field(default_factory=list)  # which outputs differ, and how
     suspect_rules: list[dict] = field(default_factory=list)  # rules that may have made the difference
-    # with explain=True: per function, (e-graph, extraction graph, choice, rules, saturation report)
+    # with explain=True: per function, (e-graph, extraction graph, choice, the expression read back
+    # per chosen class, rules, saturation report)
     explain_data: dict[str, tuple] = field(default_factory=dict, repr=False)
 
     @property
@@ -510,9 +511,10 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
         extraction_seconds += time.perf_counter() - t0
         proven = getattr(result, "optimal", None)
         optimal = None if proven is None or optimal is None else optimal and proven
-        rewritten[name] = egraph.read_back(graph, result.choice)
+        built: dict | None = {} if explain else None  # each chosen class's expression, for explain
+        rewritten[name] = egraph.read_back(graph, result.choice, built=built)
         if explain:
-            explain_data[name] = (egraph, graph, result.choice, rule_objects, reports[name])
+            explain_data[name] = (egraph, graph, result.choice, built, rule_objects, reports[name])
         extracting.done(f"DAG cost {result.dag_cost:.6g}")
         status[name] = "rewritten"
     if not rewritten:

@@ -1,10 +1,10 @@
 """Explanations of an optimization: which rules made each changed op of the extracted program.
 
 ``rg.optimize(..., explain=True)`` keeps, per rewritten function, the e-graph, the extraction
-graph and the choice. For every class of the extracted program whose chosen node differs from
-the original program's node in that class (another op, other attributes, or other operand
-classes), the two local terms are cut out of the e-graph: the extracted side down to the classes
-that hold original nodes, the original side down to those same classes (or a few levels), each
+graph, the choice and the expression it read back for each chosen class. For every class of the
+extracted program whose chosen node differs from the original program's node in that class
+(another op, other attributes, or other operand classes), the two local terms are cut out of
+the e-graph: the extracted side down to the classes that hold original nodes, the original side down to those same classes (or a few levels), each
 cut class becoming one typed variable on both sides. egglog exposes no proofs, so the chain is
 found by replaying: the rules that fired during the run are applied to the two local terms, one
 iteration at a time, recording which applied (``relaygraph.synth.derive.prove``), and reduced to
@@ -218,9 +218,7 @@ def explain(result, iterations: int | None = None, node_limit: int = 20_000) -> 
                          "rg.optimize(..., explain=True) (relaygraph optimize --explain)")
     out = Explanation()
     seen: dict[tuple[str, str], Change] = {}
-    for name, (egraph, graph, choice, rules, report) in kept.items():
-        built: dict[int, Expr] = {}
-        egraph.read_back(graph, choice, built=built)
+    for name, (egraph, graph, choice, built, rules, report) in kept.items():
         cutter = _Cutter(egraph, graph, choice)
         fired = {n for n, c in report.matches.items() if c}
         used = [r for r in rules if getattr(r, "name", None) in fired]
