@@ -4,11 +4,12 @@
 graph, the choice and the expression it read back for each chosen class. For every class of the
 extracted program whose chosen node differs from the original program's node in that class
 (another op, other attributes, or other operand classes), the two local terms are cut out of
-the e-graph: the extracted side down to the classes that hold original nodes, the original side down to those same classes (or a few levels), each
-cut class becoming one typed variable on both sides. egglog exposes no proofs, so the chain is
-found by replaying: the rules that fired during the run are applied to the two local terms, one
-iteration at a time, recording which applied (``relaygraph.synth.derive.prove``), and reduced to
-a minimal set. Identical local changes (the same layer repeated) are explained once and counted.
+the e-graph: the extracted side down to the classes that hold original nodes, the original side
+down to those same classes (or a few levels), each cut class becoming one typed variable on both
+sides. egglog exposes no proofs, so the chain is found by replaying: the rules that fired during
+the run are applied to the two local terms, one iteration at a time, recording which applied
+(``relaygraph.synth.derive.prove``), and reduced to a minimal set. Identical local changes (the
+same layer repeated) are explained once and counted.
 """
 
 from __future__ import annotations
