@@ -239,14 +239,12 @@ def _dask(todo: list[Cell], jobs_of: dict, scheduler: str | None, workers: int |
             cell, submitted = futures[fut]
             try:
                 result = fut.result()
-            except KilledWorker as exc:
-                result = {"error": f"worker lost: {exc}", "reason": "lost"}
-            except Exception as exc:  # noqa: BLE001 - any failure of one cell is its row
-                # the cluster's own failures (a connection closed, a future cancelled as its worker
-                # went away) are lost workers too; a cell's own errors come back as results
-                lost = type(exc).__module__.startswith(("distributed", "asyncio", "concurrent"))
-                result = {"error": f"{'worker lost: ' if lost else ''}{type(exc).__name__}: {exc}",
-                          "reason": "lost" if lost else "error"}
+            except Exception as exc:  # noqa: BLE001 - one cell's row, whatever the cluster raised
+                # a cell's own failures come back as results (execute runs it in a cell server), so
+                # anything raised here is the cluster's: the worker died (KilledWorker, a closed
+                # connection, a future cancelled or an event loop torn down with it)
+                text = str(exc) if isinstance(exc, KilledWorker) else f"{type(exc).__name__}: {exc}"
+                result = {"error": f"worker lost: {text}", "reason": "lost"}
             finished = result.get("finished", time.time())  # on the worker's clock, as started
             started = result.get("started", finished - result.get("wall_seconds", 0.0))
             yield cell, result, started, finished
