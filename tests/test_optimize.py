@@ -66,7 +66,7 @@ def test_cli_optimize_writes_standard_relay_program_and_report(tmp_path, capsys)
     # --keep-fused-ops writes the compact form for rule authors.
     kept = tmp_path / "kept.relay"
     assert main(["optimize", "--model", "bert", "--small", "-o", str(kept), "--keep-fused-ops",
-                 "--no-progress", "--no-check"]) == 0
+                 "--no-progress", "--no-check", "--cost", "latency"]) == 0
     kept_text = kept.read_text()
     assert "fused.dense_bias(" in kept_text and "Primitive=1" not in kept_text
     np.testing.assert_allclose(rg.evaluate(rg.parse(kept_text), data_in), want, rtol=1e-4, atol=1e-5)
@@ -126,7 +126,9 @@ def _multi():
 
 def test_optimize_rewrites_every_function_and_keeps_the_rest():
     mod = _multi()
-    res = rg.optimize(mod, repeats=1, timing_budget=0)
+    # the latency model: under the cpu model, whether fusing four-element kernels pays depends on
+    # this machine's profile, and this test is about which functions are rewritten and how they are written
+    res = rg.optimize(mod, repeats=1, timing_budget=0, cost="latency")
     assert res.check_passed
     assert res.functions["f"] == res.functions["main"] == "rewritten"
     assert res.functions["unbox"].startswith("kept unchanged (") and "Box" in res.functions["unbox"]
