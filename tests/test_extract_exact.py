@@ -110,7 +110,7 @@ def test_neighbourhood_search_improves_and_proves_only_when_it_solved_the_whole_
     import time
 
     from relaygraph.egraph.extract.lns import neighbourhood_search
-    from relaygraph.egraph.extract.prune import path_bounds, prune
+    from relaygraph.egraph.extract.prune import prune
 
     ilp_module = sys.modules["relaygraph.egraph.extract.ilp"]
     g = _random_signed(seed)
@@ -119,16 +119,9 @@ def test_neighbourhood_search_improves_and_proves_only_when_it_solved_the_whole_
     except rg.extract.ExtractionError:
         return
     signed = min(g.costs) < 0
-    bounds = ([-math.inf] * g.num_nodes, -math.inf)
-    if not signed:
-        class_bound, node_bound = path_bounds(g)
-        bounds = (node_bound, max(class_bound[r] for r in g.roots))
 
     def solve_sub(sub, choice, limit):
-        model = ilp_module._build(g, sub, 1.0, True, bounds[0], bounds[1], signed)
-        start_vector = ilp_module._start_vector(g, sub, model, choice)
-        x, solved, _, _ = ilp_module._solve_highs(model, start_vector, limit, 1e-9)
-        return (None if x is None else ilp_module._choice_from_point(g, sub, model, x)), solved
+        return ilp_module._solve_restricted(g, sub, choice, 1.0, signed, ilp_module._solve_highs, limit)
 
     best, whole = neighbourhood_search(g, prune(g), start.choice, deadline=time.perf_counter() + 10,
                                        solve_sub=solve_sub)
