@@ -460,7 +460,8 @@ def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time
         before = best_cost
         now = time.perf_counter()
         best, relaxed_bound = _guided_search(graph, pruned, best, scale, signed, solve,
-                                             now + _GUIDED * (time_limit - (now - start_time)), progress)
+                                             now + _GUIDED * (time_limit - (now - start_time)), progress,
+                                             patience=max(2.0, _PATIENCE * time_limit))
         best_cost = check(graph, best)
         improved_by_search = before - best_cost
         if math.isfinite(relaxed_bound):
@@ -528,15 +529,16 @@ def _solve_core(graph: ExtractionGraph, start_choice: dict[int, int], start_time
 
 
 def _guided_search(graph: ExtractionGraph, p: Pruned, best: dict[int, int], scale: float, signed: bool,
-                   solve, deadline: float, progress: _Trace, seed: int = 0) -> tuple[dict[int, int], float]:
+                   solve, deadline: float, progress: _Trace, patience: float = math.inf,
+                   seed: int = 0) -> tuple[dict[int, int], float]:
     """Neighbourhoods the linear relaxation points at: the better answer and the relaxation's bound.
 
     The relaxation of the whole program is solved once. The classes where its point and the
     answer differ (the answer's node below 0.95, another node above 0.05) are where to look: a
-    neighbourhood is a connected part of them (breadth-first from one, not through classes
-    with over ``_HUB`` neighbours), freed
-    with the rest pinned (``lns.restricted``) and solved within a few seconds; parts that gain
-    nothing are not tried again until the answer changes. Where the optimum needs many classes
+    neighbourhood is a connected part of them (breadth-first from one, not through classes with
+    over ``_HUB`` neighbours), freed with the rest pinned (``lns.restricted``) and solved within
+    a few seconds. Parts that gain nothing are not tried again until the answer changes; the
+    search stops after ``patience`` seconds without a gain. Where the optimum needs many classes
     to change at once (TENSAT's BERT merges four matrix products of a layer into one: no single
     change pays, and a neighbourhood grown around one class rarely holds the right ones), the
     relaxation already shows the new structure.
@@ -566,7 +568,8 @@ def _guided_search(graph: ExtractionGraph, p: Pruned, best: dict[int, int], scal
     rng = random.Random(seed)
     tried: set[int] = set()
     size = _GUIDED_SIZE
-    while time.perf_counter() < deadline - 0.2:
+    last_gain = time.perf_counter()
+    while time.perf_counter() < min(deadline - 0.2, last_gain + patience):
         mapped = {k: p.replaced_by.get(n, n) for k, n in best.items()}
         free = {k for k in p.classes for n in p.class_nodes[k]
                 if (x[model.node_var[n]] < 0.95 if mapped.get(k) == n else x[model.node_var[n]] > 0.05)}
@@ -595,6 +598,7 @@ def _guided_search(graph: ExtractionGraph, p: Pruned, best: dict[int, int], scal
             best, best_cost = found, cost
             progress.add(cost)
             tried.clear()
+            last_gain = time.perf_counter()
         else:
             tried |= part
         if not solved_sub:
