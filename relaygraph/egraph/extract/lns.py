@@ -236,6 +236,7 @@ def restricted(graph: ExtractionGraph, pruned, choice: dict[int, int], free: set
 
     pin = {k: pruned.replaced_by.get(n, n) for k, n in fallback.items() if k in pruned.class_nodes}
     pin.update((k, pruned.replaced_by.get(n, n)) for k, n in choice.items())
+    free = set(free) | {k for k in pruned.classes if k not in pin}  # nothing to pin them to
     kids = pruned.kids
     on = {r for r in graph.roots if r not in free}
     required = {r for r in graph.roots if r in free}
