@@ -10,6 +10,12 @@ the size of the answer. A move that lowers the cost is kept when the new node's 
 not reach ``k`` (no cycle); every other move is undone from a journal of the counts it touched.
 
 Costs may be any finite numbers: the counts make the answer exactly the classes the roots need.
+
+The large-neighbourhood search (``neighbourhood_search``) and the ILP's relaxation-guided search
+re-solve programs over a few free classes with every other class pinned (``restricted``): what
+the pinned part of the answer needs whatever the free classes choose is left out of them, so
+their size follows the neighbourhood, not the e-graph (on BERT a neighbourhood's program was
+the whole e-graph's size before, and took seconds to build and presolve).
 """
 
 from __future__ import annotations
