@@ -85,7 +85,7 @@ __all__ = ["ilp", "highs_available"]
 
 _ORDER_LIMIT = 2000  # classes on cycles up to which position variables are used (auto mode)
 _WALKS_PER_COMPONENT = 8  # cycles cut per cyclic component of a relaxed answer, at most
-_SMALL = 2000  # kept nodes up to which the whole program is tried before the searches
+_SMALL = 3000  # kept nodes up to which the whole program is tried before the searches
 _FIRST = 0.8  # share of the time left for that first try
 _GUIDED = 0.5  # share of the time left after the reductions for the relaxation-guided search
 _GUIDED_SIZE = 40  # classes in the first relaxation-guided neighbourhood
@@ -341,7 +341,7 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     The result's ``optimal`` says whether optimality was proved (within ``rel_gap``), ``gap`` is
     the relative gap to the best lower bound; on a time-out ``status`` is ``"time-limit"``.
     ``local`` first improves the warm start by local search (``lns.local_search``); ``search``
-    tries a small program (up to 2,000 kept nodes) whole first, then runs the relaxation-guided
+    tries a small program (up to 3,000 kept nodes) whole first, then runs the relaxation-guided
     search (up to half the time left) and a large-neighbourhood search
     (``lns.neighbourhood_search``, up to 45% of what is left then), each stopping sooner when it
     stops finding better answers, before the whole program is solved, warm-started with the
