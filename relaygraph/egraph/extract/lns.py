@@ -10,6 +10,12 @@ the size of the answer. A move that lowers the cost is kept when the new node's 
 not reach ``k`` (no cycle); every other move is undone from a journal of the counts it touched.
 
 Costs may be any finite numbers: the counts make the answer exactly the classes the roots need.
+
+The large-neighbourhood search (``neighbourhood_search``) and the ILP's relaxation-guided search
+re-solve programs over a few free classes with every other class pinned (``restricted``): what
+the pinned part of the answer needs whatever the free classes choose is left out of them, so
+their size follows the neighbourhood, not the e-graph (on BERT a neighbourhood's program was
+the whole e-graph's size before, and took seconds to build and presolve).
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ import time
 
 from .check import check, needed_classes
 from .greedy import greedy_choice
-from .gym import ExtractionGraph
+from .gym import ExtractionError, ExtractionGraph
 
-__all__ = ["local_search", "neighbourhood_search"]
+__all__ = ["local_search", "neighbourhood_search", "restricted", "combined"]
 
 _REL_EPS = 1e-9  # an improvement below this (relative) is float noise
 
@@ -167,11 +173,9 @@ def neighbourhood_search(graph: ExtractionGraph, pruned, choice: dict[int, int],
     every class and is solved, the answer is optimal: the search stops and says so (the second
     value returned); it also stops after ``patience`` seconds without a gain. ``pruned`` is
     ``prune(graph)``; ``solve_sub(sub, choice, limit)`` solves the integer program restricted to
-    the ``Pruned`` ``sub``, started at ``choice``, within ``limit`` seconds, and returns its
-    answer (or None) and whether it proved it optimal.
+    the ``Pruned`` ``sub`` (see ``restricted``), started at ``choice``, within ``limit`` seconds,
+    and returns the node it picks per class of ``sub`` (or None) and whether it proved them optimal.
     """
-    from .prune import Pruned, components
-
     full, _ = greedy_choice(graph)
     best = {k: choice[k] for k in needed_classes(graph, choice)}
     best_cost = check(graph, best)
@@ -200,26 +204,13 @@ def neighbourhood_search(graph: ExtractionGraph, pruned, choice: dict[int, int],
                         nxt.append(c)
             rng.shuffle(nxt)
             frontier = nxt
-        pinned = {k: full[k] for k in pruned.classes if k in full}
-        pinned.update(best)
-        pinned = {k: pruned.replaced_by.get(n, n) for k, n in pinned.items()}
-        class_nodes = {k: (list(pruned.class_nodes[k]) if k in seen else [pinned[k]])
-                       for k in pruned.classes if k in seen or k in pinned}
-        kids = {n: pruned.kids[n] for ns in class_nodes.values() for n in ns}
-        classes = [k for k in pruned.classes if k in class_nodes]
-        kids_of_class = {k: {c for n in class_nodes[k] for c in kids[n]} for k in classes}
-        comp = components(classes, kids_of_class)
-        sizes: dict[int, int] = {}
-        for c in comp.values():
-            sizes[c] = sizes.get(c, 0) + 1
-        sub = Pruned(sorted(kids), classes, class_nodes, kids, replaced_by=pruned.replaced_by,
-                     scc={k: c for k, c in comp.items() if sizes[c] > 1},
-                     scc_size={c: s for c, s in sizes.items() if s > 1})
+        sub, pin = restricted(graph, pruned, best, seen, full)
         limit = min(max(1.0, 0.1 * (deadline - time.perf_counter())), deadline - time.perf_counter())
         if limit <= 0.05:
             break
         whole = len(seen) == len(pruned.classes)
-        found, solved = solve_sub(sub, best, limit)
+        picks, solved = solve_sub(sub, best, limit)
+        found = None if picks is None else combined(graph, pin, picks)
         cost = math.inf if found is None else check(graph, found)
         if cost < best_cost - _REL_EPS * max(1.0, abs(best_cost)):
             best, best_cost = found, cost
@@ -233,3 +224,78 @@ def neighbourhood_search(graph: ExtractionGraph, pruned, choice: dict[int, int],
         elif cost >= best_cost:
             size = max(min_size, int(size / 1.5))
     return best, False
+
+
+def restricted(graph: ExtractionGraph, pruned, choice: dict[int, int], free: set[int],
+               fallback: dict[int, int]):
+    """The program over the classes ``free``, every other class pinned to one node.
+
+    A pinned class takes its node in ``choice`` (an acyclic answer), else in ``fallback``.
+    Classes the pinned part of the answer needs whatever the free classes choose ("always on")
+    are left out, their cost being the same in every answer of the program, unless one of them
+    lies above a free class (then it stays, required, so that a cycle through it shows). What
+    stays: the free classes, the pinned classes below them, those always-on ones, and as
+    required classes the roots and the free classes the always-on part uses. Returns a
+    ``Pruned`` (with ``roots`` set) and the pinned choice of every class.
+    """
+    from .prune import Pruned, components
+
+    pin = {k: pruned.replaced_by.get(n, n) for k, n in fallback.items() if k in pruned.class_nodes}
+    pin.update((k, pruned.replaced_by.get(n, n)) for k, n in choice.items())
+    free = set(free) | {k for k in pruned.classes if k not in pin}  # nothing to pin them to
+    kids = pruned.kids
+    on = {r for r in graph.roots if r not in free}
+    required = {r for r in graph.roots if r in free}
+    stack = list(on)
+    users: dict[int, list[int]] = {}  # always-on class -> always-on classes whose node uses it
+    while stack:
+        k = stack.pop()
+        for c in kids[pin[k]]:
+            if c in free:
+                required.add(c)
+                continue
+            users.setdefault(c, []).append(k)
+            if c not in on:
+                on.add(c)
+                stack.append(c)
+    above = set()  # always-on classes whose pinned sub-DAG reaches a free class
+    stack = [k for k in on if any(c in free for c in kids[pin[k]])]
+    above.update(stack)
+    while stack:
+        k = stack.pop()
+        for u in users.get(k, ()):
+            if u not in above:
+                above.add(u)
+                stack.append(u)
+    keep = set(free) | above
+    stack = list(keep)
+    while stack:  # pinned classes below what is kept, other than the always-on ones left out
+        k = stack.pop()
+        for n in (pruned.class_nodes[k] if k in free else [pin[k]]):
+            for c in kids[n]:
+                if c not in keep and c not in on:
+                    keep.add(c)
+                    stack.append(c)
+    class_nodes = {k: (list(pruned.class_nodes[k]) if k in free else [pin[k]]) for k in keep}
+    sub_kids = {n: tuple(c for c in kids[n] if c in keep) for ns in class_nodes.values() for n in ns}
+    classes = sorted(keep)
+    comp = components(classes, {k: {c for n in class_nodes[k] for c in sub_kids[n]} for k in classes})
+    sizes: dict[int, int] = {}
+    for c in comp.values():
+        sizes[c] = sizes.get(c, 0) + 1
+    sub = Pruned(sorted(sub_kids), classes, class_nodes, sub_kids, replaced_by=pruned.replaced_by,
+                 scc={k: c for k, c in comp.items() if sizes[c] > 1},
+                 scc_size={c: s for c, s in sizes.items() if s > 1}, roots=sorted(required | above))
+    return sub, pin
+
+
+def combined(graph: ExtractionGraph, pin: dict[int, int], picks: dict[int, int]) -> dict[int, int] | None:
+    """The answer made of a sub-program's picks and the pinned nodes elsewhere (None if invalid)."""
+    full = dict(pin)
+    full.update(picks)
+    try:
+        out = {k: full[k] for k in needed_classes(graph, full)}
+        check(graph, out)
+    except ExtractionError:
+        return None
+    return out

@@ -37,6 +37,7 @@ class Pruned:
     replaced_by: dict[int, int] = field(default_factory=dict)  # dominated node -> its dominator
     scc: dict[int, int] = field(default_factory=dict)  # class on a cycle -> its component id
     scc_size: dict[int, int] = field(default_factory=dict)  # component id -> number of classes
+    roots: list[int] | None = None  # classes that must be chosen (None: the e-graph's roots)
 
 
 def _derivable(graph: ExtractionGraph) -> list[bool]:
