@@ -133,7 +133,7 @@ class _Calibration:
         specs = _curve_specs()
         self.specs = specs
         total = (len(specs) + 3) * len(self.sizes) + len(self._gemm_grid()) + len(self._bmm_grid()) \
-            + len(self._conv_shapes()) + len(self._depthwise_shapes()) + 16
+            + len(self._conv_shapes()) + len(self._depthwise_shapes()) + 18
         self.phase = phase("calibrate", f"measuring this machine's numpy executor"
                                         f"{' (quick)' if quick else ''}", total=total,
                            unit="measurement", progress=progress, every=2.0)
@@ -330,6 +330,9 @@ class _Calibration:
             "fused.dense_bias": (dense[0] + [_rand(r, (256,))], {}), "fused.dense_relu": dense,
             "fused.dense_bias_relu": (dense[0] + [_rand(r, (256,))], {}),
             "fused.dense_bias_gelu": (dense[0] + [_rand(r, (256,))], {}),
+            "fused.matmul_bias": ([dense[0][0], np.ascontiguousarray(dense[0][1].T), _rand(r, (256,))], {}),
+            "fused.matmul_bias_gelu": ([dense[0][0], np.ascontiguousarray(dense[0][1].T),
+                                        _rand(r, (256,))], {}),
             "fused.add_relu": (elem[:2], {}), "fused.add_tanh": (elem[:2], {}),
             "fused.add_sigmoid": (elem[:2], {}), "fused.multiply_add": (elem, {}),
             "fused.add_layer_norm": (elem[:2] + [_rand(r, (512,)), _rand(r, (512,))], {"axis": -1}),

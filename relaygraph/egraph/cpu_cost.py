@@ -314,7 +314,7 @@ class CpuCost:
         if op == "nn.dense":
             return self._dense(arg_types, out_type)
         if op == "nn.matmul":
-            return self._dense(arg_types, out_type)
+            return self._matmul(attrs, arg_types, out_type)
         if op == "nn.batch_matmul":
             return self._bmm(attrs, arg_types, out_type)
         if op == "nn.conv2d":
@@ -348,6 +348,12 @@ class CpuCost:
         n = w[0] if len(w) == 2 else w[-1]
         m = max(1, int(_numel(out_type) // max(n, 1)))
         return self.gemm_time(m, n, k)
+
+    def _matmul(self, attrs, arg_types, out_type) -> float:
+        x = _shape(arg_types[0])
+        k = x[-2] if attrs.get("transpose_a") else x[-1]
+        n = _shape(out_type)[-1]
+        return self.gemm_time(max(1, int(_numel(out_type) // max(n, 1))), n, k)
 
     def gemm_time(self, m: int, n: int, k: int) -> float:
         """Seconds of an (m x k) by (k x n) product as the dense kernel runs it."""

@@ -78,31 +78,44 @@ def _gelu_parts(y: int) -> list:
 # as a few in-place numpy passes, faster than scipy's erf (about a fifth of BERT-base's time).
 _AS_P = 0.3275911
 _AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# The passes run over blocks of this many elements, so that the block and its two scratch buffers
+# stay in the core's cache between passes (over a whole (128, 3072) activation, each of the twenty
+# passes would go to memory: measured here, blocks made the GELU about 4x faster).
+GELU_BLOCK = 16384
 
 
 def gelu_fast(y: np.ndarray) -> np.ndarray:
     """GELU as BERT writes it (``y * 0.5 * (1 + erf(y * 0.70710677))``) written into ``y`` (a
     writeable float array), erf to within 1.5e-7 (Abramowitz & Stegun 7.1.26)."""
     dt = y.dtype.type
-    z = np.multiply(y, _GELU_SCALE.astype(y.dtype))
-    tail = np.multiply(z, z)
-    np.negative(tail, out=tail)
-    np.exp(tail, out=tail)  # exp(-z^2)
-    np.abs(z, out=z)
-    z *= dt(_AS_P)
-    z += dt(1)
-    np.reciprocal(z, out=z)  # t
-    q = np.multiply(z, dt(_AS_A[4]))
-    for a in _AS_A[3::-1]:
-        q += dt(a)
-        q *= z
-    q *= tail
-    q *= dt(0.5)  # (1 - erf(|z|)) / 2
-    # GELU(y) = y (1 - q) for y >= 0 and y q for y < 0, since erf is odd
-    negative = y < 0
-    np.subtract(dt(1), q, out=z)
-    np.copyto(z, q, where=negative)
-    y *= z
+    scale = float(_GELU_SCALE)
+    p = dt(_AS_P * scale)  # t = 1 / (1 + p |z|) with z = y / sqrt(2)
+    half = [dt(a * 0.5) for a in _AS_A]  # q = (1 - erf(|z|)) / 2 directly
+    flat = y.reshape(-1) if y.flags.c_contiguous else None
+    blocks = [y] if flat is None else [flat[s:s + GELU_BLOCK] for s in range(0, flat.size, GELU_BLOCK)]
+    size = max((b.size for b in blocks), default=0)
+    buffers = [np.empty(size, y.dtype) for _ in range(3)]
+    for block in blocks:
+        t, e, q = (buf[:block.size].reshape(block.shape) for buf in buffers)
+        np.multiply(block, block, out=e)
+        e *= dt(-scale * scale)
+        np.exp(e, out=e)  # exp(-z^2)
+        np.abs(block, out=t)
+        t *= p
+        t += dt(1)
+        np.reciprocal(t, out=t)
+        # q = (1 - erf(|z|)) / 2 = t (a1 + t (a2 + ...)) exp(-z^2) / 2, by Horner's rule
+        np.multiply(t, half[4], out=q)
+        for a in half[3::-1]:
+            q += a
+            q *= t
+        q *= e
+        # GELU(y) = y (1 - q) for y >= 0 and y q for y < 0, since erf is odd: y times
+        # 1/2 + copysign(1/2 - q, y), without a masked copy
+        np.subtract(dt(0.5), q, out=q)
+        np.copysign(q, block, out=q)
+        q += dt(0.5)
+        block *= q
     return y
 
 
@@ -413,6 +426,16 @@ _make("dense_bias_gelu", "nn.dense", 2, [("nn.bias_add", True, _bias_dense)], ("
       _with(_DENSE_EX, [_vec]), gelu=True,
       doc="nn.dense, nn.bias_add, then GELU as BERT writes it: (y*0.5) * (1 + erf(y*0.70710677))")
 
+# The same with the weight stored (K, N): a product whose weight is laid out as the GEMM reads it
+# (rules/cpu.rules moves bound dense weights into this layout).
+_MATMUL_BIAS_EX = (([_t((2, 8)), _t((8, 5)), _t((5,))], {}),
+                   ([_t((3, 2, 4)), _t((4, 6)), _t((6,))], {"units": 6}))
+_make("matmul_bias", "nn.matmul", 2, [("nn.bias_add", True, _bias_dense)], ("bias",),
+      _MATMUL_BIAS_EX, doc="nn.matmul then nn.bias_add on the last axis")
+_make("matmul_bias_gelu", "nn.matmul", 2, [("nn.bias_add", True, _bias_dense)], ("bias",),
+      _MATMUL_BIAS_EX, gelu=True,
+      doc="nn.matmul, nn.bias_add, then GELU as BERT writes it: (y*0.5) * (1 + erf(y*0.70710677))")
+
 _ELEM_EX = (([_t((2, 3, 4)), _t((3, 1))], {}), ([_t((4,)), _t((4,))], {}))
 _make("add_relu", "add", 2, [("nn.relu", False, _none)], (), _ELEM_EX,
       doc="add then nn.relu")
@@ -520,6 +543,7 @@ defop("fused.reshape_transpose_reshape", 1, _RTR_ATTRS, _rtr_rel, _rtr_kernel, P
       doc="reshape, transpose, reshape in one step (how attention splits its heads and merges them)")
 
 FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu", "fused.dense_bias",
-             "fused.dense_relu", "fused.dense_bias_relu", "fused.dense_bias_gelu", "fused.add_relu",
+             "fused.dense_relu", "fused.dense_bias_relu", "fused.dense_bias_gelu", "fused.matmul_bias",
+             "fused.matmul_bias_gelu", "fused.add_relu",
              "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
              "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape")

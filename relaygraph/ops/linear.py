@@ -105,7 +105,11 @@ def _matmul_kernel(args, a):
         x = np.swapaxes(x, -1, -2)
     if a["transpose_b"]:
         w = w.T
-    return np.matmul(x, w).astype(a["out_dtype"] or args[0].dtype, copy=False)
+    if x.ndim > 2 and not a["transpose_a"]:  # as one 2-D product (numpy's batched matmul skips BLAS)
+        out = np.matmul(x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[1])
+    else:
+        out = np.matmul(x, w)
+    return out.astype(a["out_dtype"] or args[0].dtype, copy=False)
 
 
 defop("nn.matmul", 2, {"units": REQUIRED, "out_dtype": "", "transpose_a": False,
