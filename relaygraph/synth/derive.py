@@ -57,10 +57,7 @@ def _runnable(rules) -> list:
 def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limit: int,
              strict: bool = False):
     """Run the rules on both sides; (proved at iteration or 0, per-iteration fired names, nodes)."""
-    eg = RelayEGraph(Tuple([*lhs, *rhs]))
-    hl = [eg.add_expr(e) for e in lhs]
-    hr = [eg.add_expr(e) for e in rhs]
-    eg.materialize()
+    eg, hl, hr = load_pairs(lhs, rhs)
     if _same(eg, hl, hr):
         return 0, [], eg.sizes()[0]
     specs, python = prepare_rules(rules)
@@ -86,6 +83,24 @@ def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limi
         _REFUSALS.append(exc.message)
         return -4, fired, last[0]
     return _STOP_CODES.get(report.stop_reason, -3), fired, last[0]
+
+
+_FANOUT = 8
+
+
+def load_pairs(lhs: list[Expr], rhs: list[Expr]) -> tuple[RelayEGraph, list[int], list[int]]:
+    """One e-graph holding every expression, loaded in one batch; (e-graph, handles of ``lhs``,
+    handles of ``rhs``). The expressions hang off a tree of small tuples: one flat tuple of
+    them all would make a cons list whose every cell has its own ever longer tuple type
+    (quadratic in the number of expressions)."""
+    level: list[Expr] = [*lhs, *rhs]
+    while len(level) > 1:
+        level = [Tuple(level[i:i + _FANOUT]) if len(level) - i > 1 else level[i]
+                 for i in range(0, len(level), _FANOUT)]
+    eg = RelayEGraph(level[0] if isinstance(level[0], Tuple) else Tuple(level))
+    handles = eg.program_handles
+    eg.materialize()
+    return eg, [handles[e] for e in lhs], [handles[e] for e in rhs]
 
 
 class _Proved(Exception):
@@ -193,10 +208,7 @@ def proved_pairs(pairs, rules, iterations: int = 3, node_limit: int = 60_000) ->
         return []
     lhs = [p[0] for p in pairs]
     rhs = [p[1] for p in pairs]
-    eg = RelayEGraph(Tuple([*lhs, *rhs]))
-    hl = [eg.add_expr(e) for e in lhs]
-    hr = [eg.add_expr(e) for e in rhs]
-    eg.materialize()
+    eg, hl, hr = load_pairs(lhs, rhs)
     rules = _runnable(rules)
     if rules:
         specs, python = prepare_rules(rules)

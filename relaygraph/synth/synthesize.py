@@ -30,6 +30,7 @@ from ..rewrite.soundness import check_rule
 from .candidates import Candidate, enumerate_terms, find_candidates, literal_count
 from .derive import prove, proved_pairs
 from .samples import VAR_NAMES, Samples, attr_values, default_samples, input_domains
+from .syntactic import TermRewriter
 from .terms import LITERALS, check_ops, count_terms, ops_of, render, size, variables
 
 __all__ = ["synthesize", "SynthesisResult", "SynthRule", "MAX_TERMS"]
@@ -173,6 +174,7 @@ class _Selector:
         self.minimize = minimize
         self.minimized = 0
         self.dropped: set[str] = set()
+        self.syntactic = TermRewriter()  # the kept unconditional rules, over enumerated terms
 
     def select(self, cands: list[Candidate], prune_every: int, say) -> list[SynthRule]:
         kept: list[SynthRule] = []
@@ -183,31 +185,40 @@ class _Selector:
                 self.seen.add(body)
                 pending.append(c)
         say(f"{len(pending)} candidates up to renaming")
-        since = 0
+        since, every = 0, prune_every
         while pending:
             c = pending.pop(0)
+            if self._joinable(c):  # derivable by rewriting with the kept rules: no e-graph needed
+                self.derived += 1
+                continue
             made = self._rule(c)
             if made is None:
                 continue
             srule, objs = made
             if not self._sound(objs, srule):
                 continue
-            if self.rules and self.tested.get(id(c)) != self.version and self._derivable(c):
-                self.derived += 1
-                continue
             kept.append(srule)
             self.rules += objs
             self.version += 1
             self.candidate[srule.name] = c
+            if c.cond is None:
+                self.syntactic.add(c.lhs, c.rhs)
             since += 1
-            if since >= prune_every and pending:
-                since = 0
+            if since >= every and pending:
+                # Ruler's batches: the candidates left are checked against every rule kept so
+                # far at once, in e-graphs of many candidates each; the batches grow with the
+                # rule set, so the number of e-graphs built grows with its logarithm
+                since, every = 0, max(prune_every, len(kept) // 3)
                 before = len(pending)
+                pending = [p for p in pending if not self._joinable(p)]
                 pending = self._prune(pending)
                 self.pruned += before - len(pending)
                 say(f"{len(kept)} rules kept, {len(pending)} candidates left")
         kept = [r for r in kept if r.name not in self.dropped]
         return self._minimize(kept) if self.minimize else kept
+
+    def _joinable(self, c: Candidate) -> bool:
+        return self.syntactic.joinable(c.lhs, c.rhs)
 
     def _minimize(self, kept: list[SynthRule]) -> list[SynthRule]:
         """Drop kept rules derivable from the rules kept after them (Ruler's last step): the
@@ -215,6 +226,17 @@ class _Selector:
         out = list(kept)
         for srule in sorted(kept, key=lambda r: r.order, reverse=True):
             others = [r for r in self.rules if r.name.removesuffix("<=") != srule.name]
+            rewriter = TermRewriter()
+            for r in out:
+                c = self.candidate[r.name]
+                if r is not srule and c.cond is None:
+                    rewriter.add(c.lhs, c.rhs)
+            if rewriter.joinable(self.candidate[srule.name].lhs, self.candidate[srule.name].rhs):
+                out.remove(srule)
+                self.rules = others
+                self.version += 1
+                self.minimized += 1
+                continue
             inst = self._instance(self.candidate[srule.name])
             if inst is None or not others:
                 continue
@@ -334,6 +356,10 @@ class _Selector:
             self.version += 1
             self.dropped.add(name)
             self.rejected.append(f"rule {name}  (refused in the e-graph: {exc})")
+            self.syntactic = TermRewriter()
+            for kept_name, c in self.candidate.items():
+                if kept_name not in self.dropped and c.cond is None:
+                    self.syntactic.add(c.lhs, c.rhs)
 
     def _prune(self, pending: list[Candidate]) -> list[Candidate]:
         out: list[Candidate] = []
