@@ -113,6 +113,8 @@ def _attr(v, binding: dict):
     if isinstance(v, AttrVar):
         return binding.get(("attr", v.name))
     if isinstance(v, AttrFun):
+        if v.args == ("root",):
+            return v  # shape(?root): the same wherever it is built
         args = [binding.get(("attr", a)) for a in v.args]
         if not all(isinstance(a, AttrVar) for a in args):
             return None  # a computed value of computed values: not a term of the enumeration

@@ -31,7 +31,7 @@ from .candidates import Candidate, enumerate_terms, find_candidates, literal_cou
 from .derive import prove, proved_pairs
 from .samples import VAR_NAMES, Samples, attr_values, default_samples, input_domains
 from .syntactic import TermRewriter
-from .terms import LITERALS, check_ops, count_terms, ops_of, render, size, variables
+from .terms import LITERALS, attr_variables, check_ops, count_terms, ops_of, render, size, variables
 
 __all__ = ["synthesize", "SynthesisResult", "SynthRule", "MAX_TERMS"]
 
@@ -63,6 +63,7 @@ class SynthesisResult:
     ops: list[str]
     stats: dict = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)  # candidates the soundness checker refused
+    derivable: dict[str, str] = field(default_factory=dict)  # candidate -> how it was found derivable
 
     @property
     def text(self) -> str:
@@ -131,7 +132,13 @@ def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERAL
              "evaluations": samples.evaluations, "seconds_enumerate": t1 - t0,
              "seconds_candidates": t2 - t1, "seconds_select": t3 - t2, "seconds": t3 - t0}
     kept.sort(key=lambda r: r.order)
-    return SynthesisResult(kept, ops, stats, selector.rejected)
+    return SynthesisResult(kept, ops, stats, selector.rejected, selector.derivable)
+
+
+def _generic(names, values: dict) -> int:
+    """How generic a sample's attribute values are: distinct, and not identity permutations."""
+    got = [values[n] for n in names]
+    return len(set(got)) + sum(v != tuple(range(len(v))) for v in got)
 
 
 def _lines(mode: str):
@@ -140,8 +147,18 @@ def _lines(mode: str):
     return lambda msg: print(f"synthesize: {msg}", file=sys.stderr, flush=True)
 
 
+_ATTR_KINDS = (("p", "q"), ("s", "t"))  # attribute variables that take the same kind of value
+
+
 def _renaming(c: Candidate) -> dict[str, str]:
-    return {v: VAR_NAMES[i] for i, v in enumerate(variables(c.lhs))}
+    """Variables named in order of first occurrence: terms ``?a, ?b, ...``, and each kind of
+    attribute variable (``?p, ?q`` permutations, ``?s, ?t`` shapes) likewise."""
+    rename = {v: VAR_NAMES[i] for i, v in enumerate(variables(c.lhs))}
+    seen = attr_variables(c.lhs, computed=False)
+    for kind in _ATTR_KINDS:
+        mine = [n for n in seen if n in kind]
+        rename.update({n: kind[i] for i, n in enumerate(mine)})
+    return rename
 
 
 def _body(c: Candidate) -> str:
@@ -175,6 +192,7 @@ class _Selector:
         self.minimized = 0
         self.dropped: set[str] = set()
         self.syntactic = TermRewriter()  # the kept unconditional rules, over enumerated terms
+        self.derivable: dict[str, str] = {}  # candidate -> how it was found derivable
 
     def select(self, cands: list[Candidate], prune_every: int, say) -> list[SynthRule]:
         kept: list[SynthRule] = []
@@ -190,6 +208,7 @@ class _Selector:
             c = pending.pop(0)
             if self._joinable(c):  # derivable by rewriting with the kept rules: no e-graph needed
                 self.derived += 1
+                self.derivable[_body(c)] = "by rewriting with the rules kept before it"
                 continue
             made = self._rule(c)
             if made is None:
@@ -210,8 +229,13 @@ class _Selector:
                 # rule set, so the number of e-graphs built grows with its logarithm
                 since, every = 0, max(prune_every, len(kept) // 3)
                 before = len(pending)
-                pending = [p for p in pending if not self._joinable(p)]
-                pending = self._prune(pending)
+                left = []
+                for p in pending:
+                    if self._joinable(p):
+                        self.derivable[_body(p)] = "by rewriting with the rules kept before it"
+                    else:
+                        left.append(p)
+                pending = self._prune(left)
                 self.pruned += before - len(pending)
                 say(f"{len(kept)} rules kept, {len(pending)} candidates left")
         kept = [r for r in kept if r.name not in self.dropped]
@@ -225,6 +249,8 @@ class _Selector:
         largest first."""
         out = list(kept)
         for srule in sorted(kept, key=lambda r: r.order, reverse=True):
+            if srule not in out:
+                continue  # refused by the e-graph meanwhile
             others = [r for r in self.rules if r.name.removesuffix("<=") != srule.name]
             rewriter = TermRewriter()
             for r in out:
@@ -232,6 +258,7 @@ class _Selector:
                 if r is not srule and c.cond is None:
                     rewriter.add(c.lhs, c.rhs)
             if rewriter.joinable(self.candidate[srule.name].lhs, self.candidate[srule.name].rhs):
+                self.derivable[_body(self.candidate[srule.name])] = "by rewriting with the other rules kept"
                 out.remove(srule)
                 self.rules = others
                 self.version += 1
@@ -241,10 +268,13 @@ class _Selector:
             if inst is None or not others:
                 continue
             try:
-                proved = prove(inst[0], inst[1], others, self.iterations, minimize=False).proved
-            except RelayError:
+                proved = prove(inst[0], inst[1], others, self.iterations, minimize=False, strict=True).proved
+            except RelayError as exc:
+                self._drop_culprit(exc)
+                out = [r for r in out if r.name not in self.dropped]
                 continue
             if proved:
+                self.derivable[_body(self.candidate[srule.name])] = "in an e-graph of the other rules kept"
                 out.remove(srule)
                 self.rules = others
                 self.version += 1
@@ -299,14 +329,20 @@ class _Selector:
 
     # -- derivability -----------------------------------------------------------------------------
     def _instance(self, c: Candidate) -> tuple[Expr, Expr] | None:
-        order = sorted(c.held, key=lambda i: (self.samples.samples[i].symbolic, i))
+        # generic attribute values first: an instance whose permutations are equal or the
+        # identity proves more than the rule says (transposing twice by one swap is the identity)
+        names = attr_variables(c.lhs, computed=False)
+        order = sorted(c.held, key=lambda i: (self.samples.samples[i].symbolic,
+                                              -_generic(names, self.samples.samples[i].attrs), i))
         for i in order:
-            lhs, rhs = self._expr(c.lhs, i), self._expr(c.rhs, i)
+            t = self.samples.type_on(c.lhs, i)
+            shape = tuple(t.shape) if t is not None and all(isinstance(d, int) for d in t.shape) else None
+            lhs, rhs = self._expr(c.lhs, i), self._expr(c.rhs, i, shape)
             if lhs is not None and rhs is not None:
                 return lhs, rhs
         return None
 
-    def _expr(self, term: tuple, i: int) -> Expr | None:
+    def _expr(self, term: tuple, i: int, root_shape: tuple | None = None) -> Expr | None:
         sample = self.samples.samples[i]
         if i not in self._vars:
             self._vars[i] = {n: Var(n, t) for n, t in sample.types.items()}
@@ -326,7 +362,7 @@ class _Selector:
                 if todo:
                     stack.extend(todo)
                     continue
-                attrs = attr_values(t[2], sample.attrs)
+                attrs = attr_values(t[2], sample.attrs, root_shape)
                 if attrs is None:
                     return None
                 memo[t] = make_call(t[1], *[memo[a] for a in t[3]], **dict(attrs))
@@ -355,7 +391,9 @@ class _Selector:
         if len(self.rules) < before:
             self.version += 1
             self.dropped.add(name)
-            self.rejected.append(f"rule {name}  (refused in the e-graph: {exc})")
+            c = self.candidate.get(name)
+            text = f"rule {name} : {_body(c)}" if c is not None else f"rule {name}"
+            self.rejected.append(f"{text}  (refused in the e-graph: {exc})")
             self.syntactic = TermRewriter()
             for kept_name, c in self.candidate.items():
                 if kept_name not in self.dropped and c.cond is None:
@@ -378,4 +416,6 @@ class _Selector:
                 if inst is None or not next(proved):
                     out.append(c)
                     self.tested[id(c)] = self.version  # not derivable from the rules as they are
+                else:
+                    self.derivable[_body(c)] = "in an e-graph of the rules kept before it"
         return out
