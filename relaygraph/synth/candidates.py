@@ -209,7 +209,7 @@ def _root_shape(lhs: tuple, rhs: tuple) -> tuple:
 
 def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
                     conditions: bool = True, max_cond_size: int = 2,
-                    conditions_per_left: int = 5) -> list[Candidate]:
+                    conditions_per_left: int = 12, conditions_per_pair: int = 3) -> list[Candidate]:
     """Candidate rules from the classes, then from partial agreement (see the module's text)."""
     out: list[Candidate] = []
     done: set[tuple] = set()
@@ -221,9 +221,29 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
     if not conditions:
         return out
     preds = predicates(names, samples)
-    cols = {t: samples.column(t) for t in reps}
-    typed = {t: frozenset(i for i, c in enumerate(col) if c is not None) for t, col in cols.items()}
+    # left sides: the small terms, members of a class too (multiply(?a, 1f) is in the class of
+    # add(?a, 0f), both typed on float32 samples only, and is ?a there)
     small = [t for t in reps if size(t) <= max_cond_size]
+    small += [t for t in members if size(t) <= max_cond_size]
+    cols = {t: samples.column(t) for t in (*reps, *small)}
+    typed = {t: frozenset(i for i, c in enumerate(col) if c is not None) for t, col in cols.items()}
+    by_typed: dict[frozenset, list[tuple]] = {}
+    for t in reps:
+        by_typed.setdefault(typed[t], []).append(t)
+    cache: dict[frozenset, dict] = {}
+
+    def groups_on(where: frozenset) -> dict:
+        """The representatives typed wherever ``where`` holds, by their values there."""
+        got = cache.get(where)
+        if got is None:
+            idx = sorted(where)
+            got = cache[where] = {}
+            for mask_t, ts in by_typed.items():
+                if where <= mask_t:
+                    for t in ts:
+                        got.setdefault(tuple(cols[t][i] for i in idx), []).append(t)
+        return got
+
     masks: dict[frozenset, list[tuple]] = {}
     for t in small:
         if t[0] == "o":
@@ -235,12 +255,10 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
                                key=lambda x: -len(x[1]))
         own = _own_predicates(lefts, mask, samples)
         found: dict[tuple, int] = {}
+        conditioned: dict[tuple, int] = {}
         for pred, where in restrictions + own:
             idx = sorted(where)
-            groups: dict[tuple, list[tuple]] = {}
-            for t in reps:  # the right side may be larger than the condition's small left side
-                if where <= typed[t]:
-                    groups.setdefault(tuple(cols[t][i] for i in idx), []).append(t)
+            groups = groups_on(where)  # the right side may be larger than the small left side
             for left in lefts:
                 if found.get(left, 0) >= conditions_per_left:
                     continue
@@ -257,13 +275,18 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
                     if pred is not None and _agree(cols[left], cols[right], mask):
                         continue  # equal without the condition: found unconditionally
                     pair = _orient(left, right, fixed=True)  # the condition is on the left side
-                    if pair is None or pair in done:
+                    if pair is None or pair in done or conditioned.get(pair, 0) >= conditions_per_pair:
                         continue
                     if best is None or (size(right), len(str(right))) < (size(best[1]), len(str(best[1]))):
                         best = pair
                 if best is not None:
+                    # the same equality under stronger conditions too: the checker may refuse
+                    # the weaker one (on shapes the samples do not have)
                     found[left] = found.get(left, 0) + 1
-                    done.add(best)
+                    if pred is None:
+                        done.add(best)
+                    else:
+                        conditioned[best] = conditioned.get(best, 0) + 1
                     out.append(Candidate(best[0], best[1], pred, where))
     return out
 

@@ -12,13 +12,17 @@ of a file is derivable from the others when every instance tried is proved.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..egraph.bridge import RelayEGraph
+from ..egraph.encoding import OP_PREFIX
 from ..egraph.rules import install_rules, prepare_rules
 from ..egraph.saturation import Saturator
 from ..errors import RelayError, RuleError
-from ..ir.expr import Expr, Tuple
+from ..ir.expr import Call, Expr, Op, Tuple
+from ..ir.traversal import iter_post_order
+from ..rewrite.pattern import PCall, walk
 from ..rewrite.rule import AnalysisRule, EggRule, Rule
 from ..rewrite.soundness import rule_instance
 
@@ -54,13 +58,51 @@ def _runnable(rules) -> list:
     return [r for r in rules if isinstance(r, (Rule, EggRule, AnalysisRule))]
 
 
+_EGG_OP = re.compile(re.escape(OP_PREFIX) + r"([A-Za-z0-9_.]+)")
+
+
+def _pattern_ops(patterns) -> set[str]:
+    return {n.op for p in patterns for n in walk(p) if isinstance(n, PCall)}
+
+
+def relevant_rules(exprs, rules) -> list:
+    """The rules that can ever match in an e-graph of ``exprs``: those whose left side calls only
+    ops the expressions have, or that a relevant rule's right side makes (to a fixed point). The
+    others are never installed, which is most of the cost of a small e-graph. Egglog text rules
+    and analyses are always kept (the ops their text names count as made)."""
+    have: set[str] = set()
+    for e in exprs:
+        for node in iter_post_order(e):
+            if isinstance(node, Call) and isinstance(node.op, Op):
+                have.add(node.op.name)
+    keep = [False] * len(rules)
+    needs: list[set[str] | None] = []
+    for r in rules:
+        if isinstance(r, Rule):
+            needs.append(_pattern_ops(r.lhs))
+        else:
+            needs.append(None)
+            if isinstance(r, EggRule):
+                have |= set(_EGG_OP.findall(r.command))
+    changed = True
+    while changed:
+        changed = False
+        for i, r in enumerate(rules):
+            if keep[i] or (needs[i] is not None and not needs[i] <= have):
+                continue
+            keep[i] = changed = True
+            if isinstance(r, Rule):
+                have |= _pattern_ops(r.rhs)
+    return [r for r, k in zip(rules, keep, strict=True) if k]
+
+
 def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limit: int,
              strict: bool = False):
     """Run the rules on both sides; (proved at iteration or 0, per-iteration fired names, nodes)."""
     eg, hl, hr = load_pairs(lhs, rhs)
     if _same(eg, hl, hr):
         return 0, [], eg.sizes()[0]
-    specs, python = prepare_rules(rules)
+    specs, python = prepare_rules(relevant_rules([*lhs, *rhs], rules))
     install_rules(eg, specs)
     fired: list[list[str]] = []
     last = [0]
@@ -175,14 +217,18 @@ def rule_derivation(rule: Rule, rules, iterations: int = 5, trials: int = 2, see
 
 
 def redundant_rules(rules, iterations: int = 5, trials: int = 2, seed: int = 0,
-                    node_limit: int = 20_000) -> list[tuple[Rule, Derivation]]:
+                    node_limit: int = 20_000, only=None) -> list[tuple[Rule, Derivation]]:
     """The rules derivable from the others (both directions of a ``<=>`` rule are one rule:
-    neither is used to derive the other), each with its derivation."""
+    neither is used to derive the other), each with its derivation; ``only``: the names of the
+    rules to check (all by default; the others still take part in derivations)."""
     rules = list(rules)
+    wanted = None if only is None else {base_name(n) for n in only}
     out = []
     for rule in rules:
         if not isinstance(rule, Rule):
             continue  # egglog text and analyses are not instantiated
+        if wanted is not None and base_name(rule.name) not in wanted:
+            continue
         others = [r for r in rules if base_name(r.name) != base_name(rule.name)]
         d = rule_derivation(rule, others, iterations, trials, seed, node_limit)
         if d is not None and d.proved:
@@ -209,7 +255,7 @@ def proved_pairs(pairs, rules, iterations: int = 3, node_limit: int = 60_000) ->
     lhs = [p[0] for p in pairs]
     rhs = [p[1] for p in pairs]
     eg, hl, hr = load_pairs(lhs, rhs)
-    rules = _runnable(rules)
+    rules = relevant_rules([*lhs, *rhs], _runnable(rules))
     if rules:
         specs, python = prepare_rules(rules)
         install_rules(eg, specs)
