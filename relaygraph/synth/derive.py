@@ -198,9 +198,10 @@ def prove(lhs, rhs, rules, iterations: int = 5, node_limit: int = 20_000,
 
 def rule_derivation(rule: Rule, rules, iterations: int = 5, trials: int = 2, seed: int = 0,
                     node_limit: int = 20_000, minimize: bool = True) -> Derivation | None:
-    """Whether ``rules`` prove every one of ``trials`` random instances of ``rule``; the
-    derivation of the first (None when the rule has no instance to try)."""
-    first = None
+    """Whether ``rules`` prove every one of ``trials`` random instances of ``rule`` (together, in
+    one e-graph); their derivation (None when the rule has no instance to try)."""
+    lhs: list[Expr] = []
+    rhs: list[Expr] = []
     for trial in range(trials):
         try:
             found = rule_instance(rule, seed, trial)
@@ -208,12 +209,14 @@ def rule_derivation(rule: Rule, rules, iterations: int = 5, trials: int = 2, see
             return None
         if found is None:
             continue
-        inst, rhs = found
-        d = prove(inst.lhs, rhs, rules, iterations, node_limit, minimize and first is None)
-        if not d.proved:
-            return d
-        first = first or d
-    return first
+        inst, right = found
+        if len(inst.lhs) != len(right):
+            continue
+        lhs += list(inst.lhs)
+        rhs += list(right)
+    if not lhs:
+        return None
+    return prove(lhs, rhs, rules, iterations, node_limit, minimize)
 
 
 def redundant_rules(rules, iterations: int = 5, trials: int = 2, seed: int = 0,

@@ -34,7 +34,7 @@ _N = sym("n")
 _SYMBOLIC_SIZE = 3  # what the symbolic dimension is when inputs are drawn
 
 # (label, shapes of a, b, c, d, dtype, p, q, s, t): p and q are permutations for transpose's axes,
-# s and t shapes for reshape's newshape. p is the identity on two samples, q on one, and s is
+# s and t shapes for reshape's newshape. p and q are the identity on two samples each, and s is
 # ?a's own shape on two (so that conditions such as identity_axes(?p) are seen to hold and to
 # fail); q is not its own inverse on "batch"; "cube" types every op on every input
 # (batch_matmul both ways, every axes literal).
@@ -53,7 +53,7 @@ _TABLE = [
     ("int32", [(2, 3, 4)] * 4, "int32", (2, 0, 1), (1, 0, 2), (2, 3, 4), (4, 6)),
     ("batch", [(2, 3, 4), (2, 5, 4), (2, 3, 4), (2, 5, 4)], "float32", (0, 2, 1), (2, 0, 1), (24,), (6, 4)),
     ("dense", [(3, 4), (5, 4), (3, 4), (5, 4)], "float32", (1, 0), (0, 1), (2, 6), (6, 2)),
-    ("square", [(2, 2)] * 4, "float32", (0, 1), (1, 0), (4,), (2, 2)),
+    ("square", [(2, 2)] * 4, "float32", (0, 1), (0, 1), (4,), (2, 2)),
     ("cube", [(2, 2, 2)] * 4, "float32", (0, 2, 1), (1, 0, 2), (4, 2), (2, 4)),
 ]
 

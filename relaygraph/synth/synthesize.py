@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import time
@@ -31,7 +32,17 @@ from .candidates import Candidate, enumerate_terms, find_candidates, literal_cou
 from .derive import prove, proved_pairs
 from .samples import VAR_NAMES, Samples, attr_values, default_samples, input_domains
 from .syntactic import TermRewriter
-from .terms import LITERALS, attr_variables, check_ops, count_terms, ops_of, render, size, variables
+from .terms import (
+    LITERALS,
+    attr_variables,
+    check_ops,
+    count_terms,
+    generalizable,
+    ops_of,
+    render,
+    size,
+    variables,
+)
 
 __all__ = ["synthesize", "SynthesisResult", "SynthRule", "MAX_TERMS"]
 
@@ -216,6 +227,7 @@ class _Selector:
             srule, objs = made
             if not self._sound(objs, srule):
                 continue
+            srule, objs = self._generalize(c, srule, objs)
             kept.append(srule)
             self.rules += objs
             self.version += 1
@@ -309,7 +321,7 @@ class _Selector:
                  -len(variables(c.lhs)), statement)
         return SynthRule(name, statement, comment, size(c.lhs), size(c.rhs), order), objs
 
-    def _sound(self, objs, srule: SynthRule) -> bool:
+    def _sound(self, objs, srule: SynthRule, record: bool = True) -> bool:
         for r in objs:
             try:
                 # the command line's check (seed 0), and more trials: a rule that changes a type
@@ -318,14 +330,37 @@ class _Selector:
                 if result.status == "sound":
                     result = check_rule(r, trials=2 * self.trials, seed=1)
             except RuleError as exc:
-                self.unsound += 1
-                self.rejected.append(f"{srule.statement}  (refused: {exc.message})")
+                if record:
+                    self.unsound += 1
+                    self.rejected.append(f"{srule.statement}  (refused: {exc.message})")
                 return False
             if result.status != "sound":
-                self.unsound += 1
-                self.rejected.append(f"{srule.statement}  ({result.status})")
+                if record:
+                    self.unsound += 1
+                    self.rejected.append(f"{srule.statement}  ({result.status})")
                 return False
         return True
+
+    def _generalize(self, c: Candidate, srule: SynthRule, objs):
+        """The rule with the attributes every call of an op agrees on left to a rest variable
+        (``nn.batch_matmul(?a, ?b, out_dtype="", **?m)``), when the checker finds that sound too."""
+        free = generalizable(c.lhs, c.rhs)
+        if not free:
+            return srule, objs
+        rename = _renaming(c)
+        head, _, tail = srule.statement.partition(" : ")
+        cond = tail.split(" if ", 1)[1] if " if " in tail else None
+        statement = f"{head} : {render(c.lhs, rename, free)} => {render(c.rhs, rename, free)}"
+        statement += f" if {cond}" if cond else ""
+        try:
+            general = parse_rules(statement, "<synthesized>", ruleset="synthesized")
+        except RelayError:
+            return srule, objs
+        if not self._sound(general, srule, record=False):
+            return srule, objs
+        every = ", ".join(f"{op}'s {' and '.join(names)}" for op, names in free.items())
+        return dataclasses.replace(srule, statement=statement,
+                                   comment=f"{srule.comment}; then for every {every}"), general
 
     # -- derivability -----------------------------------------------------------------------------
     def _instance(self, c: Candidate) -> tuple[Expr, Expr] | None:

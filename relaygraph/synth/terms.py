@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from ..errors import RelayError
 from ..ops.registry import REQUIRED, lookup
 
-__all__ = ["AttrVar", "AttrFun", "var", "lit", "call", "size", "variables", "attr_variables",
-           "render", "attr_choices", "check_ops", "count_terms", "ops_of", "LITERALS"]
+__all__ = ["AttrVar", "AttrFun", "var", "lit", "call", "size", "variables", "attr_variables", "render",
+           "generalizable", "GENERALIZABLE", "attr_choices", "check_ops", "count_terms", "ops_of", "LITERALS"]
 
 LITERALS = (0.0, 1.0, -1.0, 0.5)
 
@@ -119,16 +119,51 @@ def _lit_text(x: float) -> str:
     return f"{int(x)}f" if x == int(x) else f"{x}f"
 
 
-def render(t: tuple, rename: dict[str, str] | None = None) -> str:
-    """The term in the rule language (Relay syntax with ``?`` variables)."""
+def render(t: tuple, rename: dict[str, str] | None = None, rest: dict | None = None) -> str:
+    """The term in the rule language (Relay syntax with ``?`` variables); ``rest``: per op, the
+    attributes left to its rest variable (``**?m``) instead of written out."""
     rename = rename or {}
     if t[0] == "v":
         return "?" + rename.get(t[1], t[1])
     if t[0] == "l":
         return _lit_text(t[1])
-    parts = [render(a, rename) for a in t[3]]
-    parts += [f"{k}={_value_text(v, rename)}" for k, v in t[2]]
+    parts = [render(a, rename, rest) for a in t[3]]
+    free = (rest or {}).get(t[1], ())
+    parts += [f"{k}={_value_text(v, rename)}" for k, v in t[2] if k not in free]
+    if free:
+        parts.append(f"**?{_REST_VARIABLE[t[1]]}")
     return f"{t[1]}({', '.join(parts)})"
+
+
+# Attributes a rule may leave to a rest variable when every call of the op in it has the same
+# value for them (the synthesizer then asks the checker whether the rule holds for every value)
+GENERALIZABLE = {"nn.batch_matmul": ("transpose_a", "transpose_b"), "sum": ("keepdims",)}
+_REST_VARIABLE = {"nn.batch_matmul": "m", "sum": "k"}
+
+
+def generalizable(lhs: tuple, rhs: tuple) -> dict[str, tuple[str, ...]]:
+    """Per op called on the left side: the attributes of ``GENERALIZABLE`` that have one value
+    in all its calls on both sides (one rest variable then stands for them in every call)."""
+    calls: dict[str, list[dict]] = {}
+    left: dict[str, int] = {}
+    for side, t0 in (("l", lhs), ("r", rhs)):
+        stack = [t0]
+        while stack:
+            t = stack.pop()
+            if t[0] != "o":
+                continue
+            calls.setdefault(t[1], []).append(dict(t[2]))
+            if side == "l":
+                left[t[1]] = left.get(t[1], 0) + 1
+            stack.extend(t[3])
+    out = {}
+    for op, names in GENERALIZABLE.items():
+        if not left.get(op):
+            continue
+        same = tuple(n for n in names if len({repr(c.get(n)) for c in calls[op]}) == 1)
+        if same:
+            out[op] = same
+    return out
 
 
 # Attributes a left side must pin (their other values change the result or its type); the rest
