@@ -366,9 +366,12 @@ class _Selector:
     def _instance(self, c: Candidate) -> tuple[Expr, Expr] | None:
         # generic attribute values first: an instance whose permutations are equal or the
         # identity proves more than the rule says (transposing twice by one swap is the identity)
+        # and inputs of higher rank: conditions on ranks hold on fewer of them
         names = attr_variables(c.lhs, computed=False)
-        order = sorted(c.held, key=lambda i: (self.samples.samples[i].symbolic,
-                                              -_generic(names, self.samples.samples[i].attrs), i))
+        terms = variables(c.lhs)
+        order = sorted(c.held, key=lambda i: (
+            self.samples.samples[i].symbolic, -_generic(names, self.samples.samples[i].attrs),
+            -sum(len(self.samples.samples[i].types[n].shape) for n in terms), i))
         for i in order:
             t = self.samples.type_on(c.lhs, i)
             shape = tuple(t.shape) if t is not None and all(isinstance(d, int) for d in t.shape) else None
