@@ -34,6 +34,7 @@ from relaygraph.egraph.optimize import default_rule_files
 from relaygraph.rewrite import load_rules
 from relaygraph.rewrite.pattern import PCall, walk
 from relaygraph.rewrite.rule import Rule
+from relaygraph.rewrite.soundness import check_rules
 from relaygraph.synth import synthesize
 from relaygraph.synth.derive import base_name, format_derivation, rule_derivation
 
@@ -66,7 +67,8 @@ def optimize_cost(name: str, options: dict, rules) -> float:
 
 def coverage(synth) -> tuple[list, list, set]:
     """(covered hand-written rule directions, misses with their derivations, synthesized rules used)."""
-    hand = [r for r in load_rules(RULES / "algebraic.rules") if isinstance(r, Rule) and rule_ops(r) <= set(OPS)]
+    hand = [r for r in load_rules(RULES / "algebraic.rules")
+            if isinstance(r, Rule) and rule_ops(r) <= set(OPS)]
     covered, misses, used = [], [], set()
     for r in hand:
         d = rule_derivation(r, synth, iterations=5, trials=2)
@@ -99,7 +101,8 @@ def zoo_costs(new) -> list:
                 alone = optimize_cost(name, options, [*without, r])
                 if alone < base * (1 - 1e-6):
                     lowered.append((name, r.name, base, alone))
-                    print(f"  {r.name} alone: {alone:.6g} ({alone / base:.3f}x): {r.text.split(':', 1)[1].strip()}")
+                    print(f"  {r.name} alone: {alone:.6g} ({alone / base:.3f}x): "
+                          f"{r.text.split(':', 1)[1].strip()}")
     return lowered
 
 
@@ -119,6 +122,10 @@ def main(argv: list[str]) -> int:
           f"{st['candidates']} candidates, {st['unsound']} refused by the checker, "
           f"{st['derived'] + st['pruned'] + st['minimized']} derivable); written to {out}; {after}")
     print(result.text)
+    checked = check_rules(synth)
+    bad = [r for r in checked if r.status != "sound"]
+    print(f"relaygraph rules check: {len(checked) - len(bad)} of {len(checked)} synthesized rule directions "
+          f"sound ({'met' if not bad else 'NOT met: ' + ', '.join(r.rule for r in bad)})")
 
     # -- coverage and size -----------------------------------------------------------------------
     covered, misses, used = coverage(synth)
@@ -134,7 +141,8 @@ def main(argv: list[str]) -> int:
           f"(target: no more: {'met' if len(used) <= len(covered_names) else 'NOT met'})")
 
     # -- new rules --------------------------------------------------------------------------------
-    reference = [r for f in ("algebraic.rules", "layout.rules") for r in load_rules(RULES / f) if isinstance(r, Rule)]
+    reference = [r for f in ("algebraic.rules", "layout.rules") for r in load_rules(RULES / f)
+                 if isinstance(r, Rule)]
     new = []
     for r in synth:
         d = rule_derivation(r, reference, iterations=5, trials=2, minimize=False)

@@ -18,10 +18,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
+from ..ir.expr import Var
+from ..ir.types import TensorType
+from ..ops.builders import make_call
 from ..ops.registry import lookup
+from ..ty import infer_type_expr
 from ..ty.dims import is_symbolic
 from .samples import Samples
-from .terms import AttrFun, attr_choices, attr_variables, call, has_computed, lit, size, var, variables
+from .terms import (
+    AttrFun,
+    attr_choices,
+    attr_variables,
+    call,
+    has_computed,
+    lit,
+    ops_of,
+    size,
+    var,
+    variables,
+)
 
 __all__ = ["Candidate", "Predicate", "enumerate_terms", "find_candidates", "predicates", "literal_count"]
 
@@ -288,7 +303,38 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
                     else:
                         conditioned[best] = conditioned.get(best, 0) + 1
                     out.append(Candidate(best[0], best[1], pred, where))
+                    if pred is not None and any(_mixed_dtypes(o) for o in ops_of(best[0])):
+                        # the samples give every variable one dtype; an op that types inputs of
+                        # two dtypes (nn.dense) may still need them equal (the checker decides)
+                        out.append(Candidate(best[0], best[1], _same_dtypes(pred, best[0]), where))
     return out
+
+
+_MIXED: dict[str, bool] = {}
+
+
+def _mixed_dtypes(op: str) -> bool:
+    """Whether the op's type relation accepts a float32 and an int32 input together."""
+    got = _MIXED.get(op)
+    if got is None:
+        opdef = lookup(op)
+        got = False
+        if opdef.num_inputs == 2:
+            try:
+                infer_type_expr(make_call(op, Var("x", TensorType((2, 2), "float32")),
+                                          Var("y", TensorType((2, 2), "int32"))))
+                got = True
+            except Exception:  # noqa: BLE001 - refused: the op needs one dtype
+                got = False
+        _MIXED[op] = got
+    return got
+
+
+def _same_dtypes(pred: Predicate, left: tuple) -> Predicate:
+    names = variables(left)
+    extra = " and ".join(f"dtype(?{a}) == dtype(?{b})" for a, b in zip(names, names[1:], strict=False))
+    text = f"{pred.text} and {extra}" if extra else pred.text
+    return Predicate(text, pred.holds, pred.names, pred.root)
 
 
 def _own_predicates(lefts, mask: frozenset, samples: Samples) -> list[tuple[Predicate, frozenset]]:
