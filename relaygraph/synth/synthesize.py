@@ -194,7 +194,7 @@ class _Selector:
         self.rejected: list[str] = []
         self.rules: list = []  # rule objects of the kept rules
         self.counts: dict[str, int] = {}
-        self._vars: dict[int, dict[str, Var]] = {}
+        self._serial = 0  # instances get variables of their own (see _instance)
         self.seen: set[str] = set()
         self.candidate: dict[str, Candidate] = {}
         self.tested: dict[int, int] = {}  # candidate id -> rules version it was not derivable from
@@ -375,15 +375,19 @@ class _Selector:
         for i in order:
             t = self.samples.type_on(c.lhs, i)
             shape = tuple(t.shape) if t is not None and all(isinstance(d, int) for d in t.shape) else None
-            lhs, rhs = self._expr(c.lhs, i), self._expr(c.rhs, i, shape)
+            # variables of its own: in an e-graph of many candidates' instances, one candidate's
+            # terms then cannot serve as lemmas for another's (a derivation uses only the terms
+            # the rules build from its own sides, as when a rule is checked alone)
+            self._serial += 1
+            names = {n: Var(f"{n}{self._serial}", t) for n, t in self.samples.samples[i].types.items()}
+            lhs, rhs = self._expr(c.lhs, i, names), self._expr(c.rhs, i, names, shape)
             if lhs is not None and rhs is not None:
                 return lhs, rhs
         return None
 
-    def _expr(self, term: tuple, i: int, root_shape: tuple | None = None) -> Expr | None:
+    def _expr(self, term: tuple, i: int, names: dict[str, Var],
+              root_shape: tuple | None = None) -> Expr | None:
         sample = self.samples.samples[i]
-        if i not in self._vars:
-            self._vars[i] = {n: Var(n, t) for n, t in sample.types.items()}
         memo: dict[tuple, Expr] = {}
         stack = [term]
         while stack:  # post-order, children first
@@ -392,7 +396,7 @@ class _Selector:
                 stack.pop()
                 continue
             if t[0] == "v":
-                memo[t] = self._vars[i][t[1]]
+                memo[t] = names[t[1]]
             elif t[0] == "l":
                 memo[t] = const(np.float32(t[1]))
             else:

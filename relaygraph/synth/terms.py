@@ -136,10 +136,10 @@ def render(t: tuple, rename: dict[str, str] | None = None, rest: dict | None = N
 
 
 # Attributes a rule may leave to a rest variable when every call of the op in it has the same
-# value for them (the synthesizer then asks the checker whether the rule holds for every value)
-GENERALIZABLE = {"nn.batch_matmul": ("out_dtype", "transpose_a", "transpose_b"), "nn.dense": ("out_dtype",),
-                 "sum": ("keepdims",)}
-_REST_VARIABLE = {"nn.batch_matmul": "m", "nn.dense": "d", "sum": "k"}
+# value for them (the synthesizer then asks the checker whether the rule holds for every
+# value). Not nn.dense: its rest would carry ``units`` to a call whose weight differs.
+GENERALIZABLE = {"nn.batch_matmul": ("out_dtype", "transpose_a", "transpose_b"), "sum": ("keepdims",)}
+_REST_VARIABLE = {"nn.batch_matmul": "m", "sum": "k"}
 
 
 def generalizable(lhs: tuple, rhs: tuple) -> dict[str, tuple[str, ...]]:
