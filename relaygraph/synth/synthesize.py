@@ -203,6 +203,7 @@ class _Selector:
         self.minimized = 0
         self.dropped: set[str] = set()
         self.syntactic = TermRewriter()  # the kept unconditional rules, over enumerated terms
+        self.alone = 60  # above this many rules, minimization starts with halves (_minimize_halves)
         self.derivable: dict[str, str] = {}  # candidate -> how it was found derivable
 
     def select(self, cands: list[Candidate], prune_every: int, say) -> list[SynthRule]:
@@ -257,10 +258,15 @@ class _Selector:
         return self.syntactic.joinable(c.lhs, c.rhs)
 
     def _minimize(self, kept: list[SynthRule]) -> list[SynthRule]:
-        """Drop kept rules derivable from the rules kept after them (Ruler's last step): the
-        largest first."""
+        """Drop kept rules derivable from the other rules kept (Ruler's last step): the largest
+        first. Many rules are first halved: each half's rules are checked against the other
+        half's, all in one e-graph (two e-graphs instead of one per rule); if still many, the
+        rest is by rewriting only."""
         out = list(kept)
-        for srule in sorted(kept, key=lambda r: r.order, reverse=True):
+        if len(out) > self.alone:
+            out = self._minimize_halves(out)
+        each = len(out) <= self.alone  # an e-graph per rule; above that, rewriting only
+        for srule in sorted(out, key=lambda r: r.order, reverse=True):
             if srule not in out:
                 continue  # refused by the e-graph meanwhile
             others = [r for r in self.rules if r.name.removesuffix("<=") != srule.name]
@@ -276,7 +282,7 @@ class _Selector:
                 self.version += 1
                 self.minimized += 1
                 continue
-            inst = self._instance(self.candidate[srule.name])
+            inst = self._instance(self.candidate[srule.name]) if each else None
             if inst is None or not others:
                 continue
             try:
@@ -291,6 +297,32 @@ class _Selector:
                 self.rules = others
                 self.version += 1
                 self.minimized += 1
+        return out
+
+    def _minimize_halves(self, out: list[SynthRule]) -> list[SynthRule]:
+        for half in (0, 1):
+            ordered = sorted(out, key=lambda r: r.order)
+            mine = [r for i, r in enumerate(ordered) if i % 2 == half]
+            names = {r.name for r in ordered if r not in mine}
+            rules = [r for r in self.rules if r.name.removesuffix("<=") in names]
+            insts = [self._instance(self.candidate[r.name]) for r in mine]
+            pairs = [p for p in insts if p is not None]
+            try:
+                proved = iter(proved_pairs(pairs, rules, self.iterations))
+            except RelayError as exc:
+                self._drop_culprit(exc)
+                out = [r for r in out if r.name not in self.dropped]
+                continue
+            drop = set()
+            for srule, inst in zip(mine, insts, strict=True):
+                if inst is not None and next(proved):
+                    drop.add(srule.name)
+                    self.derivable[_body(self.candidate[srule.name])] = \
+                        "in an e-graph of the other rules kept"
+            out = [r for r in out if r.name not in drop]
+            self.rules = [r for r in self.rules if r.name.removesuffix("<=") not in drop]
+            self.minimized += len(drop)
+            self.version += 1
         return out
 
     # -- rules ------------------------------------------------------------------------------------
