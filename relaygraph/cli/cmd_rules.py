@@ -102,8 +102,9 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
                         max_terms=args.max_terms or MAX_TERMS, seed=args.seed, progress=True)
     path = result.write(args.out)
     st = result.stats
+    derivable = st["derived"] + st["pruned"] + st["minimized"]
     print(f"{len(result.rules)} rules written to {path} ({st['terms']} terms, {st['candidates']} candidates: "
-          f"{st['unsound']} refused by the soundness checker, {st['derived'] + st['pruned']} derivable "
+          f"{st['unsound']} refused by the soundness checker, {derivable} derivable "
           f"from the rules kept; {st['seconds']:.1f} s)")
     return 0
 

@@ -299,10 +299,12 @@ class _Selector:
                 self.minimized += 1
         return out
 
-    def _minimize_halves(self, out: list[SynthRule]) -> list[SynthRule]:
-        for half in (0, 1):
+    def _minimize_halves(self, out: list[SynthRule], splits: int = 4) -> list[SynthRule]:
+        # several splits (by bit k of the rule's rank): a rule whose derivation needs m other
+        # rules is caught when they all fall in the other half, 1 in 2**m for each split
+        for bit, half in ((b, h) for b in range(splits) for h in (0, 1)):
             ordered = sorted(out, key=lambda r: r.order)
-            mine = [r for i, r in enumerate(ordered) if i % 2 == half]
+            mine = [r for i, r in enumerate(ordered) if (i >> bit) & 1 == half]
             names = {r.name for r in ordered if r not in mine}
             rules = [r for r in self.rules if r.name.removesuffix("<=") in names]
             insts = [self._instance(self.candidate[r.name]) for r in mine]
