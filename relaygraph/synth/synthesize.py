@@ -309,11 +309,21 @@ class _Selector:
             rules = [r for r in self.rules if r.name.removesuffix("<=") in names]
             insts = [self._instance(self.candidate[r.name]) for r in mine]
             pairs = [p for p in insts if p is not None]
-            try:
-                proved = iter(proved_pairs(pairs, rules, self.iterations))
-            except RelayError as exc:
-                self._drop_culprit(exc)
-                out = [r for r in out if r.name not in self.dropped]
+            for _ in range(3):  # a rule the e-graph refuses is dropped, and the half checked again
+                try:
+                    proved = iter(proved_pairs(pairs, rules, self.iterations))
+                    break
+                except RelayError as exc:
+                    before = len(self.dropped)
+                    self._drop_culprit(exc)
+                    if len(self.dropped) == before:
+                        proved = None
+                        break
+                    rules = [r for r in rules if r.name.removesuffix("<=") not in self.dropped]
+            else:
+                proved = None
+            out = [r for r in out if r.name not in self.dropped]
+            if proved is None:
                 continue
             drop = set()
             for srule, inst in zip(mine, insts, strict=True):
