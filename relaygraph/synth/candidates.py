@@ -2,15 +2,17 @@
 
 Terms are enumerated by op count. A term whose fingerprint (its values on every sample) equals
 an earlier term's joins that term's class and is not used to build larger terms (Ruler's
-pruning: its class already has a smaller representative). Terms above ``wide`` ops are built
-from at most two distinct ops and variables only (an Enumo-style workload), which keeps the
-deeper layers small while still reaching distributivity, linearity and associativity laws.
+pruning: its class already has a smaller representative). Terms above ``wide`` ops are a
+binary op over two representatives with one op at their root, without literals (an
+Enumo-style workload), which keeps the deeper layers small while still reaching
+distributivity, linearity and ops that commute with a binary op.
 
 Candidates: a term and the representative of its class (equal wherever either is typed);
 then equalities that hold on part of the samples: where the left side types (the right side
-may type more widely), or under a condition -- the most general predicate of a small library
-(ranks, equal ranks, equal shapes, dtype) under which it held on every sample where the left
-side types, having failed on some sample outside it.
+may type more widely), or under a condition -- predicates of a small library (ranks, equal
+ranks, equal shapes, dtype, ``identity_axes(?p)``, a variable with the type of the whole match)
+under which it held on every sample where the left side types, having failed on some sample
+outside it, the most general first (the checker refuses the ones that are too weak).
 """
 
 from __future__ import annotations

@@ -4,10 +4,13 @@
    fingerprinted by its values on samples of several shapes, dtypes and a symbolic dimension
    (``samples.py``), through the op table's type relations and the evaluator.
 2. Candidate equalities from equal fingerprints, with conditions inferred from where they held.
-3. Smallest candidates first: each must pass the soundness checker
-   (``relaygraph.rewrite.soundness``) and must not be derivable from the rules already kept
-   (its instance saturated with them through the e-graph, ``derive.py``); every few rules kept,
-   the remaining candidates derivable from them are dropped at once, in one e-graph.
+3. Smallest candidates first: each must not be derivable from the rules already kept by
+   bounded rewriting of its two sides (``syntactic.py``, no e-graph), and must pass the
+   soundness checker (``relaygraph.rewrite.soundness``); after batches of rules kept (growing
+   with the rule set), the remaining candidates derivable from them are dropped at once, their
+   instances (each with variables of its own) saturated together in a few e-graphs
+   (``derive.py``). Attributes every call of an op agrees on are then generalized to a rest
+   variable when the checker allows. Last, rules derivable from the others are dropped.
 4. The kept rules are written as a ``.rules`` file, each with the samples it held on.
 """
 
