@@ -36,11 +36,11 @@ def _redundant(args: argparse.Namespace, rules) -> int:
     from ..synth.derive import base_name, format_derivation, redundant_rules
 
     positive("--iterations", args.iterations, integer=True, allow_none=False)
-    found = redundant_rules(rules, iterations=args.iterations, trials=min(args.trials, 3), seed=args.seed)
-    if args.rule:
-        found = [(r, d) for r, d in found if base_name(r.name) in set(args.rule)]
+    found = redundant_rules(rules, iterations=args.iterations, trials=min(args.trials, 3), seed=args.seed,
+                            only=args.rule or None)
     names = {r.name for r, _ in found}
-    checked = sum(1 for r in rules if getattr(r, "lhs", None) is not None)
+    checked = sum(1 for r in rules if getattr(r, "lhs", None) is not None
+                  and (not args.rule or base_name(r.name) in set(args.rule)))
     shown = 0
     for rule, d in found:
         both = rule.name + "<=" in names
@@ -102,8 +102,9 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
                         max_terms=args.max_terms or MAX_TERMS, seed=args.seed, progress=True)
     path = result.write(args.out)
     st = result.stats
+    derivable = st["derived"] + st["pruned"] + st["minimized"]
     print(f"{len(result.rules)} rules written to {path} ({st['terms']} terms, {st['candidates']} candidates: "
-          f"{st['unsound']} refused by the soundness checker, {st['derived'] + st['pruned']} derivable "
+          f"{st['unsound']} refused by the soundness checker, {derivable} derivable "
           f"from the rules kept; {st['seconds']:.1f} s)")
     return 0
 

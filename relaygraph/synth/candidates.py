@@ -2,15 +2,17 @@
 
 Terms are enumerated by op count. A term whose fingerprint (its values on every sample) equals
 an earlier term's joins that term's class and is not used to build larger terms (Ruler's
-pruning: its class already has a smaller representative). Terms above ``wide`` ops are built
-from at most two distinct ops and variables only (an Enumo-style workload), which keeps the
-deeper layers small while still reaching distributivity, linearity and associativity laws.
+pruning: its class already has a smaller representative). Terms above ``wide`` ops are a
+binary op over two representatives with one op at their root, without literals (an
+Enumo-style workload), which keeps the deeper layers small while still reaching
+distributivity, linearity and ops that commute with a binary op.
 
 Candidates: a term and the representative of its class (equal wherever either is typed);
 then equalities that hold on part of the samples: where the left side types (the right side
-may type more widely), or under a condition -- the most general predicate of a small library
-(ranks, equal ranks, equal shapes, dtype) under which it held on every sample where the left
-side types, having failed on some sample outside it.
+may type more widely), or under a condition -- predicates of a small library (ranks, equal
+ranks, equal shapes, dtype, ``identity_axes(?p)``, a variable with the type of the whole match)
+under which it held on every sample where the left side types, having failed on some sample
+outside it, the most general first (the checker refuses the ones that are too weak).
 """
 
 from __future__ import annotations
@@ -18,10 +20,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
+from ..ir.expr import Var
+from ..ir.types import TensorType
+from ..ops.builders import make_call
 from ..ops.registry import lookup
+from ..ty import infer_type_expr
 from ..ty.dims import is_symbolic
 from .samples import Samples
-from .terms import attr_choices, attr_variables, call, has_computed, lit, ops_of, size, var, variables
+from .terms import (
+    AttrFun,
+    attr_choices,
+    attr_variables,
+    call,
+    has_computed,
+    lit,
+    ops_of,
+    size,
+    var,
+    variables,
+)
 
 __all__ = ["Candidate", "Predicate", "enumerate_terms", "find_candidates", "predicates", "literal_count"]
 
@@ -33,6 +50,7 @@ class Predicate:
     text: str
     holds: frozenset[int]
     names: tuple[str, ...] = ()
+    root: tuple | None = None  # the one left side it is about (a condition on ?root), if any
 
 
 @dataclass
@@ -49,7 +67,8 @@ class Candidate:
         """The order candidates are tried in: unconditional, small, without literals, with more
         variables (more general) first."""
         return (self.cond is not None, size(self.lhs) + size(self.rhs),
-                literal_count(self.lhs) + literal_count(self.rhs), -len(variables(self.lhs)), size(self.lhs),
+                literal_count(self.lhs) + literal_count(self.rhs), -len(variables(self.lhs)),
+                -len(attr_variables(self.lhs, computed=False)), size(self.lhs),
                 len(str(self.lhs)) + len(str(self.rhs)), str(self.lhs), str(self.rhs))
 
 
@@ -71,19 +90,8 @@ def enumerate_terms(ops: list[str], max_size: int, names, literals, wide: int,
     for k in range(1, max_size + 1):
         made: list[tuple] = []
         if k <= wide:
-            groups = [(ops, True)]
-        else:
-            groups = [([a, b] if a != b else [a], False) for i, a in enumerate(ops) for b in ops[i:]]
-        for group, literals_ok in groups:
-            allowed = set(group)
-
-            def usable(t, allowed=allowed, literals_ok=literals_ok):
-                if not literals_ok and _has_literal(t):
-                    return False
-                return ops_of(t) <= allowed
-
-            pool = {s: [t for t in reps_by_size.get(s, []) if usable(t)] for s in range(k)}
-            for op in group:
+            pool = {s: reps_by_size.get(s, []) for s in range(k)}
+            for op in ops:
                 arity = lookup(op).num_inputs
                 for sizes in _compositions(k - 1, arity):
                     for args in product(*(pool[s] for s in sizes)):
@@ -91,12 +99,10 @@ def enumerate_terms(ops: list[str], max_size: int, names, literals, wide: int,
                             continue  # constants fold; no rule over them
                         if sum(literal_count(a) for a in args) > 1:
                             continue  # one literal per term: the rest is constant folding
-                        for attrs in choices[op]:
-                            t = call(op, args, attrs)
-                            if t in seen:
-                                continue
-                            seen.add(t)
-                            made.append(t)
+                        _calls(op, args, choices[op], seen, made)
+        else:
+            for op, args in _deep_args(ops, k, reps_by_size):
+                _calls(op, args, choices[op], seen, made)
         reps_by_size[k] = []
         for t in made:
             col = samples.column(t)
@@ -110,6 +116,36 @@ def enumerate_terms(ops: list[str], max_size: int, names, literals, wide: int,
                 members[t] = rep
         reps += reps_by_size[k]
     return [*reps_by_size[0], *reps], members
+
+
+def _calls(op: str, args: tuple, choices, seen: set, made: list) -> None:
+    for attrs in choices:
+        t = call(op, args, attrs)
+        if t not in seen:
+            seen.add(t)
+            made.append(t)
+
+
+def _deep_args(ops, k: int, reps_by_size: dict):
+    """(op, arguments) of the terms above the wide layer (an Enumo-style workload): a binary op
+    over two representatives with the same op at their root and no literals, such as
+    ``add(multiply(?a, ?b), multiply(?a, ?c))``: where distributivity, linearity and ops
+    commuting with a binary op show up."""
+    by_root: dict[tuple[int, str], list[tuple]] = {}
+    for s in range(1, k - 1):
+        for t in reps_by_size.get(s, []):
+            if t[0] == "o" and not _has_literal(t):
+                by_root.setdefault((s, t[1]), []).append(t)
+    for op in ops:
+        if lookup(op).num_inputs != 2:
+            continue
+        for s in range(1, k - 1):
+            for (size_x, root), xs in by_root.items():
+                if size_x != s:
+                    continue
+                for x in xs:
+                    for y in by_root.get((k - 1 - s, root), ()):
+                        yield op, (x, y)
 
 
 def _has_literal(t: tuple) -> bool:
@@ -142,6 +178,10 @@ def predicates(names, samples: Samples) -> list[Predicate]:
                                  frozenset(i for i, s in enumerate(ss) if len(s.types[n].shape) == r), (n,)))
         out.append(Predicate(f'dtype(?{n}) == "float32"',
                              frozenset(i for i, s in enumerate(ss) if s.types[n].dtype == "float32"), (n,)))
+    for name in ("p", "q"):
+        out.append(Predicate(f"identity_axes(?{name})", frozenset(
+            i for i, s in enumerate(ss) if s.attrs.get(name) == tuple(range(len(s.attrs.get(name, ()))))),
+            (name,)))
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             out.append(Predicate(f"rank(?{a}) == rank(?{b})", frozenset(
@@ -153,10 +193,12 @@ def predicates(names, samples: Samples) -> list[Predicate]:
     return [p for p in out if p.holds]
 
 
-def _orient(x: tuple, y: tuple) -> tuple[tuple, tuple] | None:
-    """(lhs, rhs) so that the right side needs nothing the left does not bind, bigger first."""
+def _orient(x: tuple, y: tuple, fixed: bool = False) -> tuple[tuple, tuple] | None:
+    """(lhs, rhs) so that the right side needs nothing the left does not bind, bigger first
+    (``fixed``: ``x`` must be the left side)."""
     bigger_first = (size(x), len(str(x))) >= (size(y), len(str(y)))
-    for lhs, rhs in ((x, y), (y, x)) if bigger_first else ((y, x), (x, y)):
+    orders = ((x, y),) if fixed else ((x, y), (y, x)) if bigger_first else ((y, x), (x, y))
+    for lhs, rhs in orders:
         if has_computed(lhs):
             continue
         if not set(variables(rhs)) <= set(variables(lhs)):
@@ -165,12 +207,26 @@ def _orient(x: tuple, y: tuple) -> tuple[tuple, tuple] | None:
             continue
         if not _literals(rhs) <= _literals(lhs):
             continue  # the e-graph builds only constants the program has: a matched one
-        return lhs, rhs
+        return lhs, _root_shape(lhs, rhs)
     return None
 
 
+ROOT_SHAPE = AttrFun("shape", ("root",))
+
+
+def _root_shape(lhs: tuple, rhs: tuple) -> tuple:
+    """A reshape at the right side's root, of a left side that is a reshape too, reshapes to the
+    shape of the whole match (``newshape=shape(?root)``): the left side's drawn ``newshape``
+    may be relative to its input (``0``, ``-1``, ``-4`` ...) and mean another shape there."""
+    if rhs[0] == "o" and rhs[1] == "reshape" and lhs[0] == "o" and lhs[1] == "reshape":
+        attrs = tuple((k, ROOT_SHAPE if k == "newshape" else v) for k, v in rhs[2])
+        return ("o", "reshape", attrs, rhs[3])
+    return rhs
+
+
 def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
-                    conditions: bool = True, max_cond_size: int = 2) -> list[Candidate]:
+                    conditions: bool = True, max_cond_size: int = 2,
+                    conditions_per_left: int = 12, conditions_per_pair: int = 3) -> list[Candidate]:
     """Candidate rules from the classes, then from partial agreement (see the module's text)."""
     out: list[Candidate] = []
     done: set[tuple] = set()
@@ -182,9 +238,29 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
     if not conditions:
         return out
     preds = predicates(names, samples)
-    cols = {t: samples.column(t) for t in reps}
-    typed = {t: frozenset(i for i, c in enumerate(col) if c is not None) for t, col in cols.items()}
+    # left sides: the small terms, members of a class too (multiply(?a, 1f) is in the class of
+    # add(?a, 0f), both typed on float32 samples only, and is ?a there)
     small = [t for t in reps if size(t) <= max_cond_size]
+    small += [t for t in members if size(t) <= max_cond_size]
+    cols = {t: samples.column(t) for t in (*reps, *small)}
+    typed = {t: frozenset(i for i, c in enumerate(col) if c is not None) for t, col in cols.items()}
+    by_typed: dict[frozenset, list[tuple]] = {}
+    for t in reps:
+        by_typed.setdefault(typed[t], []).append(t)
+    cache: dict[frozenset, dict] = {}
+
+    def groups_on(where: frozenset) -> dict:
+        """The representatives typed wherever ``where`` holds, by their values there."""
+        got = cache.get(where)
+        if got is None:
+            idx = sorted(where)
+            got = cache[where] = {}
+            for mask_t, ts in by_typed.items():
+                if where <= mask_t:
+                    for t in ts:
+                        got.setdefault(tuple(cols[t][i] for i in idx), []).append(t)
+        return got
+
     masks: dict[frozenset, list[tuple]] = {}
     for t in small:
         if t[0] == "o":
@@ -194,17 +270,19 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
         restrictions += sorted(((p, mask & p.holds) for p in preds
                                 if len(mask & p.holds) >= 2 and mask & p.holds != mask),
                                key=lambda x: -len(x[1]))
-        found: set[tuple] = set()
-        for pred, where in restrictions:
+        own = _own_predicates(lefts, mask, samples)
+        found: dict[tuple, int] = {}
+        conditioned: dict[tuple, int] = {}
+        for pred, where in restrictions + own:
             idx = sorted(where)
-            groups: dict[tuple, list[tuple]] = {}
-            for t in small:
-                if where <= typed[t]:
-                    groups.setdefault(tuple(cols[t][i] for i in idx), []).append(t)
+            groups = groups_on(where)  # the right side may be larger than the small left side
             for left in lefts:
-                if left in found:
+                if found.get(left, 0) >= conditions_per_left:
                     continue
-                if pred is not None and not set(pred.names) <= set(variables(left)):
+                if pred is not None and not set(pred.names) <= set(variables(left)) | set(
+                        attr_variables(left, computed=False)):
+                    continue
+                if pred is not None and pred.root is not None and pred.root != left:
                     continue
                 key = tuple(cols[left][i] for i in idx)
                 best = None
@@ -213,15 +291,64 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
                         continue
                     if pred is not None and _agree(cols[left], cols[right], mask):
                         continue  # equal without the condition: found unconditionally
-                    pair = _orient(left, right)
-                    if pair is None or pair[0] != left or pair in done:
+                    pair = _orient(left, right, fixed=True)  # the condition is on the left side
+                    if pair is None or pair in done or conditioned.get(pair, 0) >= conditions_per_pair:
                         continue
                     if best is None or (size(right), len(str(right))) < (size(best[1]), len(str(best[1]))):
                         best = pair
                 if best is not None:
-                    found.add(left)
-                    done.add(best)
+                    # the same equality under stronger conditions too: the checker may refuse
+                    # the weaker one (on shapes the samples do not have)
+                    found[left] = found.get(left, 0) + 1
+                    if pred is None:
+                        done.add(best)
+                    else:
+                        conditioned[best] = conditioned.get(best, 0) + 1
                     out.append(Candidate(best[0], best[1], pred, where))
+                    if pred is not None and any(_mixed_dtypes(o) for o in ops_of(best[0])):
+                        # the samples give every variable one dtype; an op that types inputs of
+                        # two dtypes (nn.dense) may still need them equal (the checker decides)
+                        out.append(Candidate(best[0], best[1], _same_dtypes(pred, best[0]), where))
+    return out
+
+
+_MIXED: dict[str, bool] = {}
+
+
+def _mixed_dtypes(op: str) -> bool:
+    """Whether the op's type relation accepts a float32 and an int32 input together."""
+    got = _MIXED.get(op)
+    if got is None:
+        opdef = lookup(op)
+        got = False
+        if opdef.num_inputs == 2:
+            try:
+                infer_type_expr(make_call(op, Var("x", TensorType((2, 2), "float32")),
+                                          Var("y", TensorType((2, 2), "int32"))))
+                got = True
+            except Exception:  # noqa: BLE001 - refused: the op needs one dtype
+                got = False
+        _MIXED[op] = got
+    return got
+
+
+def _same_dtypes(pred: Predicate, left: tuple) -> Predicate:
+    names = variables(left)
+    extra = " and ".join(f"dtype(?{a}) == dtype(?{b})" for a, b in zip(names, names[1:], strict=False))
+    text = f"{pred.text} and {extra}" if extra else pred.text
+    return Predicate(text, pred.holds, pred.names, pred.root)
+
+
+def _own_predicates(lefts, mask: frozenset, samples: Samples) -> list[tuple[Predicate, frozenset]]:
+    """Conditions on one left side: ``shape(?x) == shape(?root)`` (a variable has the type of the
+    whole matched term), with the samples where they hold."""
+    out = []
+    for left in lefts:
+        for n in variables(left):
+            holds = frozenset(i for i in mask if samples.type_on(left, i) == samples.samples[i].types[n])
+            if len(holds) >= 2 and holds != mask:
+                out.append((Predicate(f"shape(?{n}) == shape(?root) and dtype(?{n}) == dtype(?root)",
+                                      holds, (n,), left), holds))
     return out
 
 

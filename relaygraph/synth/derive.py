@@ -12,13 +12,17 @@ of a file is derivable from the others when every instance tried is proved.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..egraph.bridge import RelayEGraph
+from ..egraph.encoding import OP_PREFIX
 from ..egraph.rules import install_rules, prepare_rules
 from ..egraph.saturation import Saturator
 from ..errors import RelayError, RuleError
-from ..ir.expr import Expr, Tuple
+from ..ir.expr import Call, Expr, Op, Tuple
+from ..ir.traversal import iter_post_order
+from ..rewrite.pattern import PCall, walk
 from ..rewrite.rule import AnalysisRule, EggRule, Rule
 from ..rewrite.soundness import rule_instance
 
@@ -54,16 +58,51 @@ def _runnable(rules) -> list:
     return [r for r in rules if isinstance(r, (Rule, EggRule, AnalysisRule))]
 
 
+_EGG_OP = re.compile(re.escape(OP_PREFIX) + r"([A-Za-z0-9_.]+)")
+
+
+def _pattern_ops(patterns) -> set[str]:
+    return {n.op for p in patterns for n in walk(p) if isinstance(n, PCall)}
+
+
+def relevant_rules(exprs, rules) -> list:
+    """The rules that can ever match in an e-graph of ``exprs``: those whose left side calls only
+    ops the expressions have, or that a relevant rule's right side makes (to a fixed point). The
+    others are never installed, which is most of the cost of a small e-graph. Egglog text rules
+    and analyses are always kept (the ops their text names count as made)."""
+    have: set[str] = set()
+    for e in exprs:
+        for node in iter_post_order(e):
+            if isinstance(node, Call) and isinstance(node.op, Op):
+                have.add(node.op.name)
+    keep = [False] * len(rules)
+    needs: list[set[str] | None] = []
+    for r in rules:
+        if isinstance(r, Rule):
+            needs.append(_pattern_ops(r.lhs))
+        else:
+            needs.append(None)
+            if isinstance(r, EggRule):
+                have |= set(_EGG_OP.findall(r.command))
+    changed = True
+    while changed:
+        changed = False
+        for i, r in enumerate(rules):
+            if keep[i] or (needs[i] is not None and not needs[i] <= have):
+                continue
+            keep[i] = changed = True
+            if isinstance(r, Rule):
+                have |= _pattern_ops(r.rhs)
+    return [r for r, k in zip(rules, keep, strict=True) if k]
+
+
 def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limit: int,
              strict: bool = False):
     """Run the rules on both sides; (proved at iteration or 0, per-iteration fired names, nodes)."""
-    eg = RelayEGraph(Tuple([*lhs, *rhs]))
-    hl = [eg.add_expr(e) for e in lhs]
-    hr = [eg.add_expr(e) for e in rhs]
-    eg.materialize()
+    eg, hl, hr = load_pairs(lhs, rhs)
     if _same(eg, hl, hr):
         return 0, [], eg.sizes()[0]
-    specs, python = prepare_rules(rules)
+    specs, python = prepare_rules(relevant_rules([*lhs, *rhs], rules))
     install_rules(eg, specs)
     fired: list[list[str]] = []
     last = [0]
@@ -86,6 +125,24 @@ def _attempt(lhs: list[Expr], rhs: list[Expr], rules, iterations: int, node_limi
         _REFUSALS.append(exc.message)
         return -4, fired, last[0]
     return _STOP_CODES.get(report.stop_reason, -3), fired, last[0]
+
+
+_FANOUT = 8
+
+
+def load_pairs(lhs: list[Expr], rhs: list[Expr]) -> tuple[RelayEGraph, list[int], list[int]]:
+    """One e-graph holding every expression, loaded in one batch; (e-graph, handles of ``lhs``,
+    handles of ``rhs``). The expressions hang off a tree of small tuples: one flat tuple of
+    them all would make a cons list whose every cell has its own ever longer tuple type
+    (quadratic in the number of expressions)."""
+    level: list[Expr] = [*lhs, *rhs]
+    while len(level) > 1:
+        level = [Tuple(level[i:i + _FANOUT]) if len(level) - i > 1 else level[i]
+                 for i in range(0, len(level), _FANOUT)]
+    eg = RelayEGraph(level[0] if isinstance(level[0], Tuple) else Tuple(level))
+    handles = eg.program_handles
+    eg.materialize()
+    return eg, [handles[e] for e in lhs], [handles[e] for e in rhs]
 
 
 class _Proved(Exception):
@@ -141,9 +198,10 @@ def prove(lhs, rhs, rules, iterations: int = 5, node_limit: int = 20_000,
 
 def rule_derivation(rule: Rule, rules, iterations: int = 5, trials: int = 2, seed: int = 0,
                     node_limit: int = 20_000, minimize: bool = True) -> Derivation | None:
-    """Whether ``rules`` prove every one of ``trials`` random instances of ``rule``; the
-    derivation of the first (None when the rule has no instance to try)."""
-    first = None
+    """Whether ``rules`` prove every one of ``trials`` random instances of ``rule`` (together, in
+    one e-graph); their derivation (None when the rule has no instance to try)."""
+    lhs: list[Expr] = []
+    rhs: list[Expr] = []
     for trial in range(trials):
         try:
             found = rule_instance(rule, seed, trial)
@@ -151,23 +209,29 @@ def rule_derivation(rule: Rule, rules, iterations: int = 5, trials: int = 2, see
             return None
         if found is None:
             continue
-        inst, rhs = found
-        d = prove(inst.lhs, rhs, rules, iterations, node_limit, minimize and first is None)
-        if not d.proved:
-            return d
-        first = first or d
-    return first
+        inst, right = found
+        if len(inst.lhs) != len(right):
+            continue
+        lhs += list(inst.lhs)
+        rhs += list(right)
+    if not lhs:
+        return None
+    return prove(lhs, rhs, rules, iterations, node_limit, minimize)
 
 
 def redundant_rules(rules, iterations: int = 5, trials: int = 2, seed: int = 0,
-                    node_limit: int = 20_000) -> list[tuple[Rule, Derivation]]:
+                    node_limit: int = 20_000, only=None) -> list[tuple[Rule, Derivation]]:
     """The rules derivable from the others (both directions of a ``<=>`` rule are one rule:
-    neither is used to derive the other), each with its derivation."""
+    neither is used to derive the other), each with its derivation; ``only``: the names of the
+    rules to check (all by default; the others still take part in derivations)."""
     rules = list(rules)
+    wanted = None if only is None else {base_name(n) for n in only}
     out = []
     for rule in rules:
         if not isinstance(rule, Rule):
             continue  # egglog text and analyses are not instantiated
+        if wanted is not None and base_name(rule.name) not in wanted:
+            continue
         others = [r for r in rules if base_name(r.name) != base_name(rule.name)]
         d = rule_derivation(rule, others, iterations, trials, seed, node_limit)
         if d is not None and d.proved:
@@ -193,11 +257,8 @@ def proved_pairs(pairs, rules, iterations: int = 3, node_limit: int = 60_000) ->
         return []
     lhs = [p[0] for p in pairs]
     rhs = [p[1] for p in pairs]
-    eg = RelayEGraph(Tuple([*lhs, *rhs]))
-    hl = [eg.add_expr(e) for e in lhs]
-    hr = [eg.add_expr(e) for e in rhs]
-    eg.materialize()
-    rules = _runnable(rules)
+    eg, hl, hr = load_pairs(lhs, rhs)
+    rules = relevant_rules([*lhs, *rhs], _runnable(rules))
     if rules:
         specs, python = prepare_rules(rules)
         install_rules(eg, specs)

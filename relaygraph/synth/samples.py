@@ -33,23 +33,30 @@ VAR_NAMES = ("a", "b", "c", "d")
 _N = sym("n")
 _SYMBOLIC_SIZE = 3  # what the symbolic dimension is when inputs are drawn
 
-# (label, shapes of a, b, c, d, dtype, p, q, s): p and q are permutations for transpose's axes,
-# s a shape for reshape's newshape
+# (label, shapes of a, b, c, d, dtype, p, q, s, t): p and q are permutations for transpose's axes,
+# s and t shapes for reshape's newshape. p and q are the identity on two samples each, and s is
+# ?a's own shape on two (so that conditions such as identity_axes(?p) are seen to hold and to
+# fail); q is not its own inverse on "batch"; "cube" types every op on every input
+# (batch_matmul both ways, every axes literal).
 _TABLE = [
-    ("rank 2", [(3, 4)] * 4, "float32", (1, 0), (1, 0), (2, 6)),
-    ("rank 3", [(2, 3, 4)] * 4, "float32", (1, 2, 0), (0, 2, 1), (6, 4)),
-    ("broadcast", [(3, 4), (4,), (1, 4), (3, 1)], "float32", (1, 0), (1, 0), (12,)),
-    ("scalars", [(), (3, 4), (), (3, 4)], "float32", (1, 0), (1, 0), (1,)),
-    ("scalars 2", [(3, 4), (), (3, 4), ()], "float32", (1, 0), (1, 0), (2, 6)),
-    ("scalars 3", [(), (), (3, 4), (3, 4)], "float32", (1, 0), (1, 0), (1,)),
-    ("scalars 4", [(3, 4), (3, 4), (), ()], "float32", (1, 0), (1, 0), (12,)),
-    ("broadcast 2", [(4,), (3, 4), (3, 1), (1, 4)], "float32", (1, 0), (1, 0), (4,)),
-    ("symbolic", [(_N, 4)] * 4, "float32", (1, 0), (1, 0), (-1,)),
-    ("float64", [(3, 4)] * 4, "float64", (0, 1), (1, 0), (4, 3)),
-    ("int32", [(2, 3, 4)] * 4, "int32", (2, 0, 1), (1, 0, 2), (4, 6)),
-    ("batch", [(2, 3, 4), (2, 5, 4), (2, 3, 4), (2, 5, 4)], "float32", (0, 2, 1), (2, 1, 0), (24,)),
-    ("dense", [(3, 4), (5, 4), (3, 4), (5, 4)], "float32", (1, 0), (1, 0), (2, 6)),
-    ("square", [(2, 2)] * 4, "float32", (1, 0), (0, 1), (4,)),
+    ("rank 2", [(3, 4)] * 4, "float32", (1, 0), (1, 0), (2, 6), (4, 3)),
+    ("rank 3", [(2, 3, 4)] * 4, "float32", (1, 2, 0), (0, 2, 1), (6, 4), (24,)),
+    ("broadcast", [(3, 4), (4,), (1, 4), (3, 1)], "float32", (1, 0), (1, 0), (12,), (2, 6)),
+    ("scalars", [(), (3, 4), (), (3, 4)], "float32", (1, 0), (1, 0), (1,), (1, 1)),
+    ("scalars 2", [(3, 4), (), (3, 4), ()], "float32", (1, 0), (1, 0), (3, 4), (12,)),
+    ("scalars 3", [(), (), (3, 4), (3, 4)], "float32", (1, 0), (1, 0), (1,), (1, 1)),
+    ("scalars 4", [(3, 4), (3, 4), (), ()], "float32", (1, 0), (1, 0), (12,), (6, 2)),
+    ("scalars 5", [(2, 3, 4), (), (3, 4), ()], "float32", (0, 2, 1), (1, 0, 2), (24,), (4, 6)),
+    ("broadcast 2", [(4,), (3, 4), (3, 1), (1, 4)], "float32", (1, 0), (1, 0), (4,), (2, 2)),
+    ("symbolic", [(_N, 4)] * 4, "float32", (1, 0), (1, 0), (-1,), (-1, 2)),
+    ("float64", [(3, 4)] * 4, "float64", (0, 1), (1, 0), (4, 3), (12,)),
+    ("int32", [(2, 3, 4)] * 4, "int32", (2, 0, 1), (1, 0, 2), (2, 3, 4), (4, 6)),
+    ("batch", [(2, 3, 4), (2, 5, 4), (2, 3, 4), (2, 5, 4)], "float32", (0, 2, 1), (2, 0, 1), (24,), (6, 4)),
+    ("dense", [(3, 4), (5, 4), (3, 4), (5, 4)], "float32", (1, 0), (0, 1), (2, 6), (6, 2)),
+    ("dense 3d", [(2, 3, 4), (5, 4), (5, 4), (2, 3, 4)], "float32", (2, 1, 0), (1, 2, 0), (6, 4), (4, 6)),
+    ("dense 3d 2", [(2, 3, 4), (2, 3, 4), (5, 4), (5, 4)], "float32", (1, 0, 2), (2, 1, 0), (4, 6), (24,)),
+    ("square", [(2, 2)] * 4, "float32", (0, 1), (0, 1), (4,), (2, 2)),
+    ("cube", [(2, 2, 2)] * 4, "float32", (0, 2, 1), (1, 0, 2), (4, 2), (2, 4)),
 ]
 
 
@@ -85,9 +92,9 @@ def default_samples(names, domains: dict[str, str], draws: int = 2, seed: int = 
     """The samples: every entry of the table, ``draws`` random inputs each."""
     rng = np.random.default_rng(seed)
     out = []
-    for label, shapes, dtype, p, q, s in _TABLE:
+    for label, shapes, dtype, p, q, s, t in _TABLE:
         types = {n: TensorType(shapes[i % len(shapes)], dtype) for i, n in enumerate(names)}
-        sample = Sample(label, types, {"p": p, "q": q, "s": s})
+        sample = Sample(label, types, {"p": p, "q": q, "s": s, "t": t})
         for _ in range(draws):
             values = {}
             for n, t in types.items():
@@ -197,13 +204,17 @@ class Samples:
         return made
 
 
-def attr_values(attrs: tuple, values: dict) -> tuple | None:
+def attr_values(attrs: tuple, values: dict, root_shape: tuple | None = None) -> tuple | None:
     """A term's attributes with variables and computed values replaced by a sample's values
-    (None when a computed value does not exist there)."""
+    (None when a computed value does not exist there); ``shape(?root)`` is ``root_shape``."""
     out = []
     for k, v in attrs:
         if isinstance(v, AttrVar):
             v = values[v.name]
+        elif isinstance(v, AttrFun) and v.name == "shape":
+            if root_shape is None:
+                return None  # known only once the matched term is typed
+            v = root_shape
         elif isinstance(v, AttrFun):
             v = compose_axes(*[values[a] for a in v.args])
             if v is None:

@@ -4,15 +4,19 @@
    fingerprinted by its values on samples of several shapes, dtypes and a symbolic dimension
    (``samples.py``), through the op table's type relations and the evaluator.
 2. Candidate equalities from equal fingerprints, with conditions inferred from where they held.
-3. Smallest candidates first: each must pass the soundness checker
-   (``relaygraph.rewrite.soundness``) and must not be derivable from the rules already kept
-   (its instance saturated with them through the e-graph, ``derive.py``); every few rules kept,
-   the remaining candidates derivable from them are dropped at once, in one e-graph.
+3. Smallest candidates first: each must not be derivable from the rules already kept by
+   bounded rewriting of its two sides (``syntactic.py``, no e-graph), and must pass the
+   soundness checker (``relaygraph.rewrite.soundness``); after batches of rules kept (growing
+   with the rule set), the remaining candidates derivable from them are dropped at once, their
+   instances (each with variables of its own) saturated together in a few e-graphs
+   (``derive.py``). Attributes every call of an op agrees on are then generalized to a rest
+   variable when the checker allows. Last, rules derivable from the others are dropped.
 4. The kept rules are written as a ``.rules`` file, each with the samples it held on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import time
@@ -30,7 +34,18 @@ from ..rewrite.soundness import check_rule
 from .candidates import Candidate, enumerate_terms, find_candidates, literal_count
 from .derive import prove, proved_pairs
 from .samples import VAR_NAMES, Samples, attr_values, default_samples, input_domains
-from .terms import LITERALS, check_ops, count_terms, ops_of, render, size, variables
+from .syntactic import TermRewriter
+from .terms import (
+    LITERALS,
+    attr_variables,
+    check_ops,
+    count_terms,
+    generalizable,
+    ops_of,
+    render,
+    size,
+    variables,
+)
 
 __all__ = ["synthesize", "SynthesisResult", "SynthRule", "MAX_TERMS"]
 
@@ -62,6 +77,7 @@ class SynthesisResult:
     ops: list[str]
     stats: dict = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)  # candidates the soundness checker refused
+    derivable: dict[str, str] = field(default_factory=dict)  # candidate -> how it was found derivable
 
     @property
     def text(self) -> str:
@@ -130,7 +146,13 @@ def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERAL
              "evaluations": samples.evaluations, "seconds_enumerate": t1 - t0,
              "seconds_candidates": t2 - t1, "seconds_select": t3 - t2, "seconds": t3 - t0}
     kept.sort(key=lambda r: r.order)
-    return SynthesisResult(kept, ops, stats, selector.rejected)
+    return SynthesisResult(kept, ops, stats, selector.rejected, selector.derivable)
+
+
+def _generic(names, values: dict) -> int:
+    """How generic a sample's attribute values are: distinct, and not identity permutations."""
+    got = [values[n] for n in names]
+    return len(set(got)) + sum(v != tuple(range(len(v))) for v in got)
 
 
 def _lines(mode: str):
@@ -139,8 +161,18 @@ def _lines(mode: str):
     return lambda msg: print(f"synthesize: {msg}", file=sys.stderr, flush=True)
 
 
+_ATTR_KINDS = (("p", "q"), ("s", "t"))  # attribute variables that take the same kind of value
+
+
 def _renaming(c: Candidate) -> dict[str, str]:
-    return {v: VAR_NAMES[i] for i, v in enumerate(variables(c.lhs))}
+    """Variables named in order of first occurrence: terms ``?a, ?b, ...``, and each kind of
+    attribute variable (``?p, ?q`` permutations, ``?s, ?t`` shapes) likewise."""
+    rename = {v: VAR_NAMES[i] for i, v in enumerate(variables(c.lhs))}
+    seen = attr_variables(c.lhs, computed=False)
+    for kind in _ATTR_KINDS:
+        mine = [n for n in seen if n in kind]
+        rename.update({n: kind[i] for i, n in enumerate(mine)})
+    return rename
 
 
 def _body(c: Candidate) -> str:
@@ -165,7 +197,7 @@ class _Selector:
         self.rejected: list[str] = []
         self.rules: list = []  # rule objects of the kept rules
         self.counts: dict[str, int] = {}
-        self._vars: dict[int, dict[str, Var]] = {}
+        self._serial = 0  # instances get variables of their own (see _instance)
         self.seen: set[str] = set()
         self.candidate: dict[str, Candidate] = {}
         self.tested: dict[int, int] = {}  # candidate id -> rules version it was not derivable from
@@ -173,6 +205,9 @@ class _Selector:
         self.minimize = minimize
         self.minimized = 0
         self.dropped: set[str] = set()
+        self.syntactic = TermRewriter()  # the kept unconditional rules, over enumerated terms
+        self.alone = 60  # above this many rules, minimization starts with halves (_minimize_halves)
+        self.derivable: dict[str, str] = {}  # candidate -> how it was found derivable
 
     def select(self, cands: list[Candidate], prune_every: int, say) -> list[SynthRule]:
         kept: list[SynthRule] = []
@@ -183,50 +218,126 @@ class _Selector:
                 self.seen.add(body)
                 pending.append(c)
         say(f"{len(pending)} candidates up to renaming")
-        since = 0
+        since, every = 0, prune_every
         while pending:
             c = pending.pop(0)
+            if self._joinable(c):  # derivable by rewriting with the kept rules: no e-graph needed
+                self.derived += 1
+                self.derivable[_body(c)] = "by rewriting with the rules kept before it"
+                continue
             made = self._rule(c)
             if made is None:
                 continue
             srule, objs = made
             if not self._sound(objs, srule):
                 continue
-            if self.rules and self.tested.get(id(c)) != self.version and self._derivable(c):
-                self.derived += 1
-                continue
+            srule, objs = self._generalize(c, srule, objs)
             kept.append(srule)
             self.rules += objs
             self.version += 1
             self.candidate[srule.name] = c
+            if c.cond is None:
+                self.syntactic.add(c.lhs, c.rhs)
             since += 1
-            if since >= prune_every and pending:
-                since = 0
+            if since >= every and pending:
+                # Ruler's batches: the candidates left are checked against every rule kept so
+                # far at once, in e-graphs of many candidates each; the batches grow with the
+                # rule set, so the number of e-graphs built grows with its logarithm
+                since, every = 0, max(prune_every, len(kept) // 3)
                 before = len(pending)
-                pending = self._prune(pending)
+                left = []
+                for p in pending:
+                    if self._joinable(p):
+                        self.derivable[_body(p)] = "by rewriting with the rules kept before it"
+                    else:
+                        left.append(p)
+                pending = self._prune(left)
                 self.pruned += before - len(pending)
                 say(f"{len(kept)} rules kept, {len(pending)} candidates left")
         kept = [r for r in kept if r.name not in self.dropped]
         return self._minimize(kept) if self.minimize else kept
 
+    def _joinable(self, c: Candidate) -> bool:
+        return self.syntactic.joinable(c.lhs, c.rhs)
+
     def _minimize(self, kept: list[SynthRule]) -> list[SynthRule]:
-        """Drop kept rules derivable from the rules kept after them (Ruler's last step): the
-        largest first."""
+        """Drop kept rules derivable from the other rules kept (Ruler's last step): the largest
+        first. Many rules are first halved: each half's rules are checked against the other
+        half's, all in one e-graph (two e-graphs instead of one per rule); if still many, the
+        rest is by rewriting only."""
         out = list(kept)
-        for srule in sorted(kept, key=lambda r: r.order, reverse=True):
+        if len(out) > self.alone:
+            out = self._minimize_halves(out)
+        each = len(out) <= self.alone  # an e-graph per rule; above that, rewriting only
+        for srule in sorted(out, key=lambda r: r.order, reverse=True):
+            if srule not in out:
+                continue  # refused by the e-graph meanwhile
             others = [r for r in self.rules if r.name.removesuffix("<=") != srule.name]
-            inst = self._instance(self.candidate[srule.name])
-            if inst is None or not others:
-                continue
-            try:
-                proved = prove(inst[0], inst[1], others, self.iterations, minimize=False).proved
-            except RelayError:
-                continue
-            if proved:
+            rewriter = TermRewriter()
+            for r in out:
+                c = self.candidate[r.name]
+                if r is not srule and c.cond is None:
+                    rewriter.add(c.lhs, c.rhs)
+            if rewriter.joinable(self.candidate[srule.name].lhs, self.candidate[srule.name].rhs):
+                self.derivable[_body(self.candidate[srule.name])] = "by rewriting with the other rules kept"
                 out.remove(srule)
                 self.rules = others
                 self.version += 1
                 self.minimized += 1
+                continue
+            inst = self._instance(self.candidate[srule.name]) if each else None
+            if inst is None or not others:
+                continue
+            try:
+                proved = prove(inst[0], inst[1], others, self.iterations, minimize=False, strict=True).proved
+            except RelayError as exc:
+                self._drop_culprit(exc)
+                out = [r for r in out if r.name not in self.dropped]
+                continue
+            if proved:
+                self.derivable[_body(self.candidate[srule.name])] = "in an e-graph of the other rules kept"
+                out.remove(srule)
+                self.rules = others
+                self.version += 1
+                self.minimized += 1
+        return out
+
+    def _minimize_halves(self, out: list[SynthRule], splits: int = 4) -> list[SynthRule]:
+        # several splits (by bit k of the rule's rank): a rule whose derivation needs m other
+        # rules is caught when they all fall in the other half, 1 in 2**m for each split
+        for bit, half in ((b, h) for b in range(splits) for h in (0, 1)):
+            ordered = sorted(out, key=lambda r: r.order)
+            mine = [r for i, r in enumerate(ordered) if (i >> bit) & 1 == half]
+            names = {r.name for r in ordered if r not in mine}
+            rules = [r for r in self.rules if r.name.removesuffix("<=") in names]
+            insts = [self._instance(self.candidate[r.name]) for r in mine]
+            pairs = [p for p in insts if p is not None]
+            for _ in range(3):  # a rule the e-graph refuses is dropped, and the half checked again
+                try:
+                    proved = iter(proved_pairs(pairs, rules, self.iterations))
+                    break
+                except RelayError as exc:
+                    before = len(self.dropped)
+                    self._drop_culprit(exc)
+                    if len(self.dropped) == before:
+                        proved = None
+                        break
+                    rules = [r for r in rules if r.name.removesuffix("<=") not in self.dropped]
+            else:
+                proved = None
+            out = [r for r in out if r.name not in self.dropped]
+            if proved is None:
+                continue
+            drop = set()
+            for srule, inst in zip(mine, insts, strict=True):
+                if inst is not None and next(proved):
+                    drop.add(srule.name)
+                    self.derivable[_body(self.candidate[srule.name])] = \
+                        "in an e-graph of the other rules kept"
+            out = [r for r in out if r.name not in drop]
+            self.rules = [r for r in self.rules if r.name.removesuffix("<=") not in drop]
+            self.minimized += len(drop)
+            self.version += 1
         return out
 
     # -- rules ------------------------------------------------------------------------------------
@@ -257,7 +368,7 @@ class _Selector:
                  -len(variables(c.lhs)), statement)
         return SynthRule(name, statement, comment, size(c.lhs), size(c.rhs), order), objs
 
-    def _sound(self, objs, srule: SynthRule) -> bool:
+    def _sound(self, objs, srule: SynthRule, record: bool = True) -> bool:
         for r in objs:
             try:
                 # the command line's check (seed 0), and more trials: a rule that changes a type
@@ -266,28 +377,64 @@ class _Selector:
                 if result.status == "sound":
                     result = check_rule(r, trials=2 * self.trials, seed=1)
             except RuleError as exc:
-                self.unsound += 1
-                self.rejected.append(f"{srule.statement}  (refused: {exc.message})")
+                if record:
+                    self.unsound += 1
+                    self.rejected.append(f"{srule.statement}  (refused: {exc.message})")
                 return False
             if result.status != "sound":
-                self.unsound += 1
-                self.rejected.append(f"{srule.statement}  ({result.status})")
+                if record:
+                    self.unsound += 1
+                    self.rejected.append(f"{srule.statement}  ({result.status})")
                 return False
         return True
 
+    def _generalize(self, c: Candidate, srule: SynthRule, objs):
+        """The rule with the attributes every call of an op agrees on left to a rest variable
+        (``nn.batch_matmul(?a, ?b, out_dtype="", **?m)``), when the checker finds that sound too."""
+        free = generalizable(c.lhs, c.rhs)
+        if not free:
+            return srule, objs
+        rename = _renaming(c)
+        head, _, tail = srule.statement.partition(" : ")
+        cond = tail.split(" if ", 1)[1] if " if " in tail else None
+        statement = f"{head} : {render(c.lhs, rename, free)} => {render(c.rhs, rename, free)}"
+        statement += f" if {cond}" if cond else ""
+        try:
+            general = parse_rules(statement, "<synthesized>", ruleset="synthesized")
+        except RelayError:
+            return srule, objs
+        if not self._sound(general, srule, record=False):
+            return srule, objs
+        every = ", ".join(f"{op}'s {' and '.join(names)}" for op, names in free.items())
+        return dataclasses.replace(srule, statement=statement,
+                                   comment=f"{srule.comment}; then for every {every}"), general
+
     # -- derivability -----------------------------------------------------------------------------
     def _instance(self, c: Candidate) -> tuple[Expr, Expr] | None:
-        order = sorted(c.held, key=lambda i: (self.samples.samples[i].symbolic, i))
+        # generic attribute values first: an instance whose permutations are equal or the
+        # identity proves more than the rule says (transposing twice by one swap is the identity)
+        # and inputs of higher rank: conditions on ranks hold on fewer of them
+        names = attr_variables(c.lhs, computed=False)
+        terms = variables(c.lhs)
+        order = sorted(c.held, key=lambda i: (
+            self.samples.samples[i].symbolic, -_generic(names, self.samples.samples[i].attrs),
+            -sum(len(self.samples.samples[i].types[n].shape) for n in terms), i))
         for i in order:
-            lhs, rhs = self._expr(c.lhs, i), self._expr(c.rhs, i)
+            t = self.samples.type_on(c.lhs, i)
+            shape = tuple(t.shape) if t is not None and all(isinstance(d, int) for d in t.shape) else None
+            # variables of its own: in an e-graph of many candidates' instances, one candidate's
+            # terms then cannot serve as lemmas for another's (a derivation uses only the terms
+            # the rules build from its own sides, as when a rule is checked alone)
+            self._serial += 1
+            names = {n: Var(f"{n}{self._serial}", t) for n, t in self.samples.samples[i].types.items()}
+            lhs, rhs = self._expr(c.lhs, i, names), self._expr(c.rhs, i, names, shape)
             if lhs is not None and rhs is not None:
                 return lhs, rhs
         return None
 
-    def _expr(self, term: tuple, i: int) -> Expr | None:
+    def _expr(self, term: tuple, i: int, names: dict[str, Var],
+              root_shape: tuple | None = None) -> Expr | None:
         sample = self.samples.samples[i]
-        if i not in self._vars:
-            self._vars[i] = {n: Var(n, t) for n, t in sample.types.items()}
         memo: dict[tuple, Expr] = {}
         stack = [term]
         while stack:  # post-order, children first
@@ -296,7 +443,7 @@ class _Selector:
                 stack.pop()
                 continue
             if t[0] == "v":
-                memo[t] = self._vars[i][t[1]]
+                memo[t] = names[t[1]]
             elif t[0] == "l":
                 memo[t] = const(np.float32(t[1]))
             else:
@@ -304,7 +451,7 @@ class _Selector:
                 if todo:
                     stack.extend(todo)
                     continue
-                attrs = attr_values(t[2], sample.attrs)
+                attrs = attr_values(t[2], sample.attrs, root_shape)
                 if attrs is None:
                     return None
                 memo[t] = make_call(t[1], *[memo[a] for a in t[3]], **dict(attrs))
@@ -333,7 +480,13 @@ class _Selector:
         if len(self.rules) < before:
             self.version += 1
             self.dropped.add(name)
-            self.rejected.append(f"rule {name}  (refused in the e-graph: {exc})")
+            c = self.candidate.get(name)
+            text = f"rule {name} : {_body(c)}" if c is not None else f"rule {name}"
+            self.rejected.append(f"{text}  (refused in the e-graph: {exc})")
+            self.syntactic = TermRewriter()
+            for kept_name, c in self.candidate.items():
+                if kept_name not in self.dropped and c.cond is None:
+                    self.syntactic.add(c.lhs, c.rhs)
 
     def _prune(self, pending: list[Candidate]) -> list[Candidate]:
         out: list[Candidate] = []
@@ -352,4 +505,6 @@ class _Selector:
                 if inst is None or not next(proved):
                     out.append(c)
                     self.tested[id(c)] = self.version  # not derivable from the rules as they are
+                else:
+                    self.derivable[_body(c)] = "in an e-graph of the rules kept before it"
         return out

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from ..errors import RelayError
 from ..ops.registry import REQUIRED, lookup
 
-__all__ = ["AttrVar", "AttrFun", "var", "lit", "call", "size", "variables", "attr_variables",
-           "render", "attr_choices", "check_ops", "count_terms", "ops_of", "LITERALS"]
+__all__ = ["AttrVar", "AttrFun", "var", "lit", "call", "size", "variables", "attr_variables", "render",
+           "generalizable", "GENERALIZABLE", "attr_choices", "check_ops", "count_terms", "ops_of", "LITERALS"]
 
 LITERALS = (0.0, 1.0, -1.0, 0.5)
 
@@ -71,15 +71,16 @@ def variables(t: tuple, out: list | None = None) -> list[str]:
 
 
 def attr_variables(t: tuple, out: list | None = None, computed: bool = True) -> list[str]:
-    """Attribute variables in order of first occurrence (those inside computed values too)."""
+    """Attribute variables in order of first occurrence, innermost calls first (those inside
+    computed values too, except ``shape(?root)``)."""
     out = [] if out is None else out
     if t[0] == "o":
-        for _, v in t[2]:
-            names = [v.name] if isinstance(v, AttrVar) else list(v.args) if (
-                computed and isinstance(v, AttrFun)) else []
-            out += [n for n in names if n not in out]
         for a in t[3]:
             attr_variables(a, out, computed)
+        for _, v in t[2]:
+            names = [v.name] if isinstance(v, AttrVar) else [n for n in v.args if n != "root"] if (
+                computed and isinstance(v, AttrFun)) else []
+            out += [n for n in names if n not in out]
     return out
 
 
@@ -118,16 +119,52 @@ def _lit_text(x: float) -> str:
     return f"{int(x)}f" if x == int(x) else f"{x}f"
 
 
-def render(t: tuple, rename: dict[str, str] | None = None) -> str:
-    """The term in the rule language (Relay syntax with ``?`` variables)."""
+def render(t: tuple, rename: dict[str, str] | None = None, rest: dict | None = None) -> str:
+    """The term in the rule language (Relay syntax with ``?`` variables); ``rest``: per op, the
+    attributes left to its rest variable (``**?m``) instead of written out."""
     rename = rename or {}
     if t[0] == "v":
         return "?" + rename.get(t[1], t[1])
     if t[0] == "l":
         return _lit_text(t[1])
-    parts = [render(a, rename) for a in t[3]]
-    parts += [f"{k}={_value_text(v, rename)}" for k, v in t[2]]
+    parts = [render(a, rename, rest) for a in t[3]]
+    free = (rest or {}).get(t[1], ())
+    parts += [f"{k}={_value_text(v, rename)}" for k, v in t[2] if k not in free]
+    if free:
+        parts.append(f"**?{_REST_VARIABLE[t[1]]}")
     return f"{t[1]}({', '.join(parts)})"
+
+
+# Attributes a rule may leave to a rest variable when every call of the op in it has the same
+# value for them (the synthesizer then asks the checker whether the rule holds for every
+# value). Not nn.dense: its rest would carry ``units`` to a call whose weight differs.
+GENERALIZABLE = {"nn.batch_matmul": ("out_dtype", "transpose_a", "transpose_b"), "sum": ("keepdims",)}
+_REST_VARIABLE = {"nn.batch_matmul": "m", "sum": "k"}
+
+
+def generalizable(lhs: tuple, rhs: tuple) -> dict[str, tuple[str, ...]]:
+    """Per op called on the left side: the attributes of ``GENERALIZABLE`` that have one value
+    in all its calls on both sides (one rest variable then stands for them in every call)."""
+    calls: dict[str, list[dict]] = {}
+    left: dict[str, int] = {}
+    for side, t0 in (("l", lhs), ("r", rhs)):
+        stack = [t0]
+        while stack:
+            t = stack.pop()
+            if t[0] != "o":
+                continue
+            calls.setdefault(t[1], []).append(dict(t[2]))
+            if side == "l":
+                left[t[1]] = left.get(t[1], 0) + 1
+            stack.extend(t[3])
+    out = {}
+    for op, names in GENERALIZABLE.items():
+        if not left.get(op):
+            continue
+        same = tuple(n for n in names if len({repr(c.get(n)) for c in calls[op]}) == 1)
+        if same:
+            out[op] = same
+    return out
 
 
 # Attributes a left side must pin (their other values change the result or its type); the rest
@@ -147,10 +184,16 @@ def attr_choices(op: str, attr_vars: bool = True) -> list[tuple]:
     if op == "transpose":
         if not attr_vars:
             return [()]
+        # by variables, their composition, and the two layout swaps programs write out (a
+        # matrix's transpose, a batch of matrices' transposes)
         return [(("axes", AttrVar("p")),), (("axes", AttrVar("q")),),
-                (("axes", AttrFun("compose_axes", ("p", "q"))),)]
+                (("axes", AttrFun("compose_axes", ("p", "q"))),), (("axes", (1, 0)),), (("axes", (0, 2, 1)),)]
     if op == "reshape":
-        return [(*pinned, ("newshape", AttrVar("s")))] if attr_vars else []
+        if not attr_vars:
+            return []
+        return [(*pinned, ("newshape", AttrVar("s"))), (*pinned, ("newshape", AttrVar("t")))]
+    if op == "nn.batch_matmul":  # the right operand transposed or not
+        return [pinned, (("out_dtype", ""), ("transpose_a", False), ("transpose_b", False))]
     if op == "sum":
         return [(*pinned, ("axis", None)), (*pinned, ("axis", (-1,)))]
     opdef = lookup(op)
@@ -194,24 +237,23 @@ def count_terms(ops, size_limit: int, n_vars: int, literals, wide: int) -> int:
     leaves = n_vars + len(literals)
     arity = {o: lookup(o).num_inputs for o in ops}
     choices = {o: len(attr_choices(o)) for o in ops}
-
-    def layer(op_set, leaves_n, limit):
-        counts = [leaves_n]  # counts[k]: terms with k ops
-        for k in range(1, limit + 1):
-            total = 0
-            for o in op_set:
+    counts, plain = [leaves], [n_vars]  # terms with k ops; those without literals
+    by_root: list[dict[str, int]] = [{}]  # by_root[k][op]: those without literals, op at the root
+    for k in range(1, size_limit + 1):
+        row: dict[str, int] = {}
+        total = 0
+        for o in ops:
+            if k <= wide:
                 total += choices[o] * _ways(arity[o], k - 1, counts)
-            counts.append(total)
-        return counts
-
-    full = layer(ops, leaves, min(size_limit, wide))
-    total = sum(full[1:])
-    if size_limit > wide:
-        pairs = [(a, b) for i, a in enumerate(ops) for b in ops[i:]]
-        for a, b in pairs:
-            c = layer(sorted({a, b}), n_vars, size_limit)
-            total += sum(c[wide + 1:])
-    return total
+                row[o] = choices[o] * _ways(arity[o], k - 1, plain)
+            elif arity[o] == 2:  # the deep layer: a binary op over two terms with one root op
+                row[o] = choices[o] * sum(by_root[s].get(r, 0) * by_root[k - 1 - s].get(r, 0)
+                                          for s in range(1, k - 1) for r in ops)
+                total += row[o]
+        by_root.append(row)
+        counts.append(total)
+        plain.append(sum(row.values()))
+    return sum(counts[1:])
 
 
 def _ways(arity: int, budget: int, counts: list[int]) -> int:
