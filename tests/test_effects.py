@@ -77,6 +77,22 @@ def test_the_printer_prints_two_cells_as_two_bindings_and_reads_back_the_same_va
     assert len(cells) == 2
 
 
+def test_a_shared_cell_whose_value_calls_a_local_function_prints_once_for_both_branches():
+    # The cell's value calls a recursive local function (which may have effects), so the value is
+    # a call printed per use; the cell itself is nominal and must stay one node, bound before the
+    # if that uses it in both branches.
+    x, p, f = rg.Var("x"), rg.Var("p"), rg.Var("f")
+    value = rg.Let(f, rg.Function([p], f), rg.Call(f, (x,)))
+    cell = rg.RefCreate(value)
+    cond = rg.Var("c", rg.TensorType((), "bool"))
+    mod = rg.IRModule.from_expr(rg.Function([x, cond], rg.If(cond, cell, cell)))
+    text = rg.astext(mod)
+    assert text.count("ref(") == 1
+    back = rg.parse(text)
+    assert rg.alpha_equal(back, mod), text
+    assert len([n for n in post_order(back["main"]) if isinstance(n, rg.RefCreate)]) == 1
+
+
 def test_a_shared_cell_is_one_cell():
     # One RefCreate node used twice is one cell: the write is seen by the read.
     cell = rg.RefCreate(rg.const(0))

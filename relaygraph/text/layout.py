@@ -212,11 +212,12 @@ def walk_dag(root: Expr) -> tuple:
 def _effects(order: list, calls: bool) -> set:
     """With ``calls``, the nodes that call something that may have effects: interning made
     equal calls one node, so each use is its own call. Ref nodes are nominal: a shared one is
-    one cell (one read, one write) and prints once."""
+    one cell (one read, one write) and prints once, even when its operand calls something."""
     if not calls:
         return set()
     purity = Purity()
-    return {node for node in order if type(node) in _FLAT and purity.per_use(node)}
+    return {node for node in order
+            if type(node) in _FLAT and type(node) not in _REFS and purity.per_use(node)}
 
 
 def _inline_slot(parent, child) -> bool:
