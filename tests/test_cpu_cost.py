@@ -140,7 +140,9 @@ def test_quick_calibration_figures_are_sane(model):
         times = [t for _, t in p.curve(name)]
         assert times == sorted(times) and times[0] > 0, name  # more work never predicts less time
     assert len(p.gemm) >= 8 and len(p.bmm) >= 8
-    assert all(r > 0 for r in p.fused_ratio.values()) and "fused.dense_bias" in p.fused_ratio
+    assert {"fused.dense_bias", "fused.conv2d_bias", "fused.add_relu"} <= set(p.fused)
+    assert all(row[-1] > 0 for rows in p.fused.values() for row in rows)
+    assert p.conv and p.conv_transpose and all(row[-1] > 0 for row in p.conv + p.conv_transpose)
     # a larger matmul takes longer; the curve grows with work beyond its last point
     assert model.gemm_time(256, 256, 256) > model.gemm_time(16, 16, 16)
     big = p.curve("add")[-1]

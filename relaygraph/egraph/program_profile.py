@@ -11,7 +11,6 @@ difference between the program's time and the sum of its kernels is the executor
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,10 +19,10 @@ import numpy as np
 from ..errors import RelayError
 from ..ir.expr import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
-from ..ir.traversal import iter_post_order
+from ..ir.traversal import ExprMutator, iter_post_order, substitute
 from ..ir.types import TensorType, format_type
 
-__all__ = ["profile", "predict", "ProgramProfile", "NodeTime"]
+__all__ = ["profile", "predict", "dataflow_form", "ProgramProfile", "NodeTime"]
 
 
 @dataclass
@@ -48,6 +47,7 @@ class ProgramProfile:
     runs: int
     profile_path: str | None = None
     quick_profile: bool = False
+    clock: str = "wall"  # "cpu": the process's CPU time (one thread), as the profile was timed
     by_op: dict = field(default_factory=dict)
     by_kind: dict = field(default_factory=dict)
 
@@ -68,7 +68,8 @@ class ProgramProfile:
     def table(self, top: int = 15) -> str:
         """The report ``relaygraph profile`` prints: per kind, per op (the ``top`` costliest), totals."""
         total = self.measured_program
-        lines = [f"program: measured {total * 1e3:.3f} ms (median of {self.runs} runs), predicted "
+        clock = "CPU time" if self.clock == "cpu" else "wall time"
+        lines = [f"program: measured {total * 1e3:.3f} ms ({clock}, median of {self.runs} runs), predicted "
                  f"{self.predicted_program * 1e3:.3f} ms ({self.error:+.0%})",
                  f"kernels measured one by one: {self.measured_kernels * 1e3:.3f} ms; executor "
                  f"overhead {max(total - self.measured_kernels, 0.0) * 1e3:.3f} ms",
@@ -92,7 +93,7 @@ class ProgramProfile:
     def to_json(self) -> dict:
         """A JSON-ready form."""
         return {"measured_program": self.measured_program, "predicted_program": self.predicted_program,
-                "runs": self.runs, "by_kind": self.by_kind, "by_op": self.by_op,
+                "runs": self.runs, "clock": self.clock, "by_kind": self.by_kind, "by_op": self.by_op,
                 "nodes": [vars(n) for n in self.nodes], "profile": self.profile_path}
 
 
@@ -113,6 +114,56 @@ class _Step:
 
     def __init__(self, node, run, inputs, info) -> None:
         self.node, self.run, self.inputs, self.info = node, run, inputs, info
+
+
+class _InlineLiterals(ExprMutator):
+    """Calls of non-Primitive function literals replaced by their bodies, as the executor inlines
+    them (Primitive groups stay: each is one instruction)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = False
+
+    def pre_rewrite(self, node):
+        # a Primitive group's body is run whole by its kernel: nothing inside it changes
+        return node if isinstance(node, Function) and node.attrs.get("Primitive", 0) else None
+
+    def rewrite_call(self, pre: Call, post: Call):
+        callee = post.op
+        if isinstance(callee, Function) and not callee.attrs.get("Primitive", 0):
+            if len(callee.params) != len(post.args):
+                raise RelayError(f"a function literal taking {len(callee.params)} argument(s) is "
+                                 f"called with {len(post.args)}")
+            self.changed = True
+            return substitute(callee.body, dict(zip(callee.params, post.args, strict=True)))
+        return post
+
+
+def dataflow_form(mod: IRModule, entry: str = "main") -> IRModule:
+    """``mod`` with ``entry`` as the executor runs it: lets of pure values inlined into the graph
+    and calls of (let-bound or direct) non-Primitive function literals replaced by their bodies,
+    until none is left; a program that needs the interpreter is refused with a RelayError."""
+    from ..eval.executor import NotDataflow, PlanCompiler
+    from ..passes.gnf import to_graph_normal_form
+
+    func = mod[entry]
+    try:
+        PlanCompiler("numexpr").compile(func)
+    except NotDataflow as exc:
+        raise RelayError(f"profile runs dataflow programs (operators, tuples, lets and calls of "
+                         f"function literals); this one has a {exc}, which needs the interpreter") from None
+    body = func.body
+    for _ in range(10_000):  # each round removes one level of nesting of function literals
+        body = to_graph_normal_form(body)
+        inliner = _InlineLiterals()
+        body = inliner.visit(body)
+        if not inliner.changed:
+            break
+    if body is func.body:
+        return mod
+    out = mod.copy()
+    out[entry] = Function(func.params, body, func.ret_type, func.type_params, func.attrs)
+    return out
 
 
 def _steps(func: Function, typed: IRModule, model) -> list[_Step]:
@@ -195,7 +246,7 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
     from ..progress import phase
     from ..ty import infer_type
     from ..validate import positive
-    from .cpu_cost import default_profile
+    from .cpu_cost import default_profile, timer
     from .optimize import bind_params
 
     positive("runs", runs, integer=True, allow_none=False)
@@ -207,11 +258,13 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
     if params:
         mod = bind_params(mod, params, entry)
     typed = infer_type(mod)
-    func = typed[entry]
-    steps = _steps(func, typed, model)
+    flat = infer_type(dataflow_form(typed, entry))
+    func = flat[entry]
+    steps = _steps(func, flat, model)
     values = list(inputs) if inputs is not None else random_inputs(typed, seed, entry=entry)
     timing = phase("profile", f"{len(steps)} instructions, {runs} runs of each and of the program",
                    total=runs, unit="run", progress=progress, every=2.0)
+    clock = timer(model.profile.clock)
     samples = [[] for _ in steps]
     program = []
     with np.errstate(all="ignore"):
@@ -221,18 +274,19 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
                 args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
                 node = step.node
                 extra = node.index if isinstance(node, TupleGetItem) else getattr(node, "attrs", None)
-                start = time.perf_counter()
+                start = clock()
                 env[step.node] = step.run(args, extra)
-                samples[i].append(time.perf_counter() - start)
-            start = time.perf_counter()
+                samples[i].append(clock() - start)
+            start = clock()
             evaluate(typed, *values, entry=entry)
-            program.append(time.perf_counter() - start)
+            program.append(clock() - start)
             timing.step()
     timing.done()
     nodes = [NodeTime(*s.info, measured=statistics.median(t)) for s, t in zip(steps, samples, strict=True)]
     predicted = sum(n.predicted for n in nodes) + model.program_overhead(len(func.params))
     return ProgramProfile(nodes, statistics.median(program), predicted, runs,
-                          profile_path=model.profile.path, quick_profile=model.profile.quick)
+                          profile_path=model.profile.path, quick_profile=model.profile.quick,
+                          clock=model.profile.clock)
 
 
 def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "main",
@@ -248,6 +302,6 @@ def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "
         mod = IRModule.from_expr(mod)
     if params:
         mod = bind_params(mod, params, entry)
-    typed = infer_type(mod)
+    typed = infer_type(dataflow_form(infer_type(mod), entry))
     func = typed[entry]
     return sum(s.info[4] for s in _steps(func, typed, model)) + model.program_overhead(len(func.params))
