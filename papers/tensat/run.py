@@ -1,8 +1,14 @@
 """Reproduce the shape of TENSAT's study with relaygraph; writes results.md, results.json and plots.
 
-For each model: cost reduction under the latency model, measured numpy speedup of the extracted
-program (original and optimized alternated in one process, medians), optimization time, greedy
-DAG against ILP extraction, and (for BERT) the effect of the e-graph node limit.
+For each model, under the calibrated ``cpu`` cost model: the predicted and the measured numpy
+speedup of the extracted program, beside TVM's opt-level-3 pass pipeline (``tvm-o3``) on the same
+program (original, pipeline and e-graph programs alternated in one process, medians), optimization
+time, greedy DAG against ILP extraction, and (for BERT) the effect of the e-graph node limit.
+
+The CPU profile is calibrated at the start of the run (``--profile-dir`` reuses one), and the
+cells use it. BLAS and numexpr run on one thread, so the profile and the programs are timed by
+CPU time, which the other work on a shared machine does not inflate; wall-clock medians and the
+load average are recorded beside them.
 
 The work runs as a study (``study.toml``: one cell per model and per node limit, through
 ``rg.study.run``), with its results in ``results.sqlite``: a rerun after an interruption only
@@ -21,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one BLAS thread: steady timings on a shared 2-core machine
 
 HERE = Path(__file__).parent
@@ -29,7 +35,8 @@ sys.path.insert(0, str(HERE.parents[1]))
 
 import relaygraph as rg  # noqa: E402
 from relaygraph.egraph.extract.bench import machine_description  # noqa: E402
-from relaygraph.egraph.optimize import compare_times, random_inputs  # noqa: E402
+from relaygraph.egraph.optimize import random_inputs  # noqa: E402
+from relaygraph.egraph.program_profile import predict, time_programs  # noqa: E402
 
 # Configurations sized for a 2-core CPU run; --full uses the zoo's defaults.
 MODELS = {
@@ -42,15 +49,17 @@ MODELS = {
 }
 NODE_LIMITS = (150, 250, 400, 600, 1_000)
 RUNS = 7
+PIPELINE = "tvm-o3"
 
 
 def study(name: str, options: dict, time_limit: float) -> dict:
     mod, params = rg.zoo.get(name, **options)
     row: dict = {"model": name, "options": {k: list(v) if isinstance(v, tuple) else v
                                             for k, v in options.items()}}
+    row["load_start"] = os.getloadavg()[0]
     for extractor in ("greedy-dag", "ilp"):
         start = time.perf_counter()
-        res = rg.optimize(mod, params=params, extractor=extractor, time_limit=time_limit,
+        res = rg.optimize(mod, params=params, cost="cpu", extractor=extractor, time_limit=time_limit,
                           check=True, repeats=1, timing_budget=0, ilp_time_limit=60)
         row[extractor] = {"seconds": time.perf_counter() - start, "cost_before": res.cost_before,
                           "cost_after": res.cost_after, "optimal": res.optimal,
@@ -58,10 +67,21 @@ def study(name: str, options: dict, time_limit: float) -> dict:
                           "enodes": res.saturation.nodes, "check": res.check_passed,
                           "max_abs_error": res.max_abs_error}
         if extractor == "ilp":  # the measured program is rg.optimize's default choice
-            inputs = random_inputs(res.original["main"], seed=1)
-            before, after, _, _ = compare_times(res.original, res.module, inputs, RUNS)
-            row["numpy_ms_before"], row["numpy_ms_after"] = before * 1e3, after * 1e3
-            row["speedup"] = before / after
+            original = rg.infer_type(res.original)
+            piped = rg.transform.named_pipeline(PIPELINE)(original)
+            optimized = rg.infer_type(res.module)
+            inputs = random_inputs(original["main"], seed=1)
+            load = os.getloadavg()[0]
+            times, wall, _ = time_programs([original, piped, optimized], inputs, RUNS)
+            row["load"] = (load + os.getloadavg()[0]) / 2
+            for key, prog, t, w in zip(("before", "pipeline", "after"), (original, piped, optimized),
+                                       times, wall, strict=True):
+                row[f"numpy_ms_{key}"], row[f"wall_ms_{key}"] = t * 1e3, w * 1e3
+                row[f"predicted_ms_{key}"] = predict(prog) * 1e3
+            row["speedup"] = times[0] / times[2]
+            row["pipeline_speedup"] = times[0] / times[1]
+            row["predicted_speedup"] = row["predicted_ms_before"] / row["predicted_ms_after"]
+            row["predicted_pipeline_speedup"] = row["predicted_ms_before"] / row["predicted_ms_pipeline"]
     return row
 
 
@@ -69,7 +89,7 @@ def sweep_point(limit: int, time_limit: float) -> dict:
     """BERT optimized under one node limit (ILP extraction, no timing)."""
     mod, params = rg.zoo.get("bert", **MODELS["bert"])
     start = time.perf_counter()
-    res = rg.optimize(mod, params=params, node_limit=limit, time_limit=time_limit, check=False)
+    res = rg.optimize(mod, params=params, cost="cpu", node_limit=limit, time_limit=time_limit, check=False)
     return {"node_limit": limit, "enodes": res.saturation.nodes,
             "stop": res.saturation.stop_reason, "stop_detail": res.saturation.stop_detail,
             "extractor": "ilp", "cost_after": res.cost_after,

@@ -39,9 +39,10 @@ from .cpu_cost import (
     timer,
 )
 
-__all__ = ["calibrate", "measure"]
+__all__ = ["calibrate", "measure", "Probe"]
 
 F32 = np.float32
+COLD_BYTES = 48 << 20  # more than the last-level caches of the machines this runs on
 
 
 def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-3,
@@ -60,6 +61,39 @@ def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-
             fn()
         samples.append((clock() - start) / loops)
     return statistics.median(samples)
+
+
+class Probe:
+    """A fixed handful of kernels (a convolution, a dense, an add, a batch norm) timed once per
+    call: taken during calibration and again beside a measurement, the ratio says how much slower
+    the machine runs now than when its profile was made (other work sharing its cores and caches)."""
+
+    def __init__(self, clock: str = "wall") -> None:
+        from .cpu_cost import timer
+
+        rng = np.random.default_rng(1)
+        self.clock = timer(clock)
+        x, w = _rand(rng, (1, 64, 28, 28)), _rand(rng, (64, 64, 3, 3))
+        d, dw = _rand(rng, (128, 512)), _rand(rng, (512, 512))
+        a = _rand(rng, (256, 1024))
+        bn = [_rand(rng, (1, 64, 56, 56))] + [_rand(rng, (64,)) for _ in range(4)]
+        self.calls = []
+        for name, args, attrs in (("nn.conv2d", [x, w], {"padding": (1, 1)}), ("nn.dense", [d, dw], {}),
+                                  ("add", [a, a], {}), ("nn.batch_norm", bn, {})):
+            kernel, canon = _call(name, args, **attrs)
+            self.calls.append((kernel, args, canon))
+        self.once()
+
+    def once(self) -> float:
+        """Seconds of one pass over the kernels."""
+        start = self.clock()
+        for kernel, args, attrs in self.calls:
+            kernel(args, attrs)
+        return self.clock() - start
+
+    def __call__(self, repeats: int = 5) -> float:
+        """The median of ``repeats`` passes."""
+        return statistics.median(self.once() for _ in range(repeats))
 
 
 def _rand(rng, shape, low=0.5, high=1.5) -> np.ndarray:
@@ -160,20 +194,38 @@ class _Calibration:
     def kernel_time(self, kernel, args: list, attrs) -> float:
         return measure(lambda: kernel(args, attrs), self.repeats, self.min_seconds, self.timer)
 
+    def cold_time(self, kernel, args: list, attrs, weight: int = 1) -> float:
+        """Seconds of ``kernel`` with ``args[weight]`` read cold, as a program reads each weight
+        once a run: the calls rotate over copies of the weight that together overflow the cache."""
+        copies = max(1, min(16, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
+        sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
+        turn = [0]
+
+        def call():
+            turn[0] = (turn[0] + 1) % copies
+            return kernel(sets[turn[0]], attrs)
+        return measure(call, self.repeats, self.min_seconds, self.timer)
+
     def step(self, info: str) -> None:
         self.phase.step(info)
 
     def run(self) -> dict:
         started = time.perf_counter()
+        probe = Probe(self.clock)
+        probes = [probe()]
         self.dispatch()
         self.curves()
+        probes.append(probe())
         self.gemm()
         self.bmm()
         self.numexpr()
         self.conv()
         self.conv_transpose()
+        probes.append(probe())
         self.fused()
         self.in_program()
+        probes.append(probe())
+        self.data["probe"] = statistics.median(probes)
         self.phase.done()
         self.data["seconds"] = time.perf_counter() - started
         return self.data
@@ -250,7 +302,7 @@ class _Calibration:
         for m, n, k in self._gemm_grid():
             x, w = _rand(self.rng, (m, k)), _rand(self.rng, (n, k))
             kernel, attrs = _call("nn.dense", [x, w])
-            t = self.kernel_time(kernel, [x, w], attrs)
+            t = self.cold_time(kernel, [x, w], attrs)
             self.data["gemm"].append([m, n, k, 2.0 * m * n * k, t])
             self.step(f"dense {m}x{n}x{k}")
 
@@ -408,11 +460,11 @@ class _Calibration:
         for m, n, k in self._dense_fused_shapes():
             x, w = _rand(r, (m, k)), _rand(r, (n, k))
             kernel, attrs = _call("nn.dense", [x, w])
-            t = self.kernel_time(kernel, [x, w], attrs)
+            t = self.cold_time(kernel, [x, w], attrs)
             for name in dense_ops:
                 arrays = [x, w, _rand(r, (n,))] if "bias" in name else [x, w]
                 fk, fattrs = _call(name, arrays)
-                ratio = self.kernel_time(fk, arrays, fattrs) / t
+                ratio = self.cold_time(fk, arrays, fattrs) / t
                 self.data["fused"].setdefault(name, []).append([m, n, k, ratio])
             self.step(f"fused dense {m}x{n}x{k}")
         anchored = set(self._fused_anchors()) & {n for n, a in self._fused_anchors().items()
@@ -449,18 +501,17 @@ class _Calibration:
 
     def in_program(self) -> None:
         """Kernels inside a program run slower than the same kernel looped on one set of inputs:
-        weights come from memory rather than cache, outputs land in fresh pages. A synthetic
+        inputs come from memory rather than cache, outputs land in fresh pages. A synthetic
         program of each family (a convolutional block and a transformer-like block) runs through
-        the executor with every instruction timed in place (the plan's own order and frees); the
-        ratio of those times to the loop-calibrated predictions, per op kind, is the profile's
-        in-program factor for that kind."""
+        the executor with every instruction timed in place (the plan's own order and frees), then
+        each instruction is looped on the inputs it had; the ratio of the two, per op kind, is the
+        profile's in-program factor for that kind."""
         from ..eval.executor import Plan, compile_function
         from ..ty import infer_type
         from .cpu_cost import op_kind
 
-        model = CpuCost(Profile(dict(self.data, key={})))
         measured: dict[str, float] = {}
-        predicted: dict[str, float] = {}
+        alone: dict[str, float] = {}
         for func, values in self._synthetic_programs():
             typed = infer_type(IRModule.from_expr(func))
             func = typed["main"]
@@ -471,12 +522,14 @@ class _Calibration:
             if plan is None or len(plan.instrs) != len(nodes):
                 continue
             times: list[list[float]] = [[] for _ in plan.instrs]
+            seen: list = [None] * len(plan.instrs)
 
-            def timed(run, i, clock=self.timer, times=times):
-                def go(args, attrs):
+            def timed(run, i, clock=self.timer, times=times, seen=seen):
+                def go(a, e):
                     start = clock()
-                    out = run(args, attrs)
+                    out = run(a, e)
                     times[i].append(clock() - start)
+                    seen[i] = (run, a, e)
                     return out
                 return go
 
@@ -486,16 +539,18 @@ class _Calibration:
                            plan.labels, plan.output)
             for _ in range(2 + self.repeats * 2):
                 wrapped.run(values)
-            for call, samples in zip(nodes, times, strict=True):
+            for call, samples, (run, args, attrs) in zip(nodes, times, seen, strict=True):
                 if not isinstance(call, Call):
                     continue
                 kind = op_kind(call.op.name)
-                types = [typed.checked_types.type_of(a) for a in call.args]
-                est = model.kernel(call.op.name, call.attrs, types, typed.checked_types.type_of(call))
+                # the same kernel looped on the same inputs, right after (so under the same load)
+                looped = measure(lambda r=run, a=args, e=attrs: r(a, e), self.repeats, self.min_seconds,
+                                 self.timer)
                 measured[kind] = measured.get(kind, 0.0) + statistics.median(samples[2:])
-                predicted[kind] = predicted.get(kind, 0.0) + est
-        self.data["in_program"] = {k: min(max(measured[k] / predicted[k], 0.5), 3.0)
-                                   for k in measured if predicted[k] > 0}
+                alone[kind] = alone.get(kind, 0.0) + looped
+        # a kind whose kernels took only microseconds in all says more about the clock than the kernels
+        self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0)
+                                   for k in measured if alone[k] > 2e-5}
         self.step("in-program factors")
 
     def _synthetic_programs(self) -> list:

@@ -314,6 +314,7 @@ class Profile:
         self.clock = data.get("clock", "wall")
         # a kernel's time inside a program over its time looped alone, per op kind
         self.in_program: dict[str, float] = data.get("in_program", {})
+        self.probe = float(data.get("probe", 0.0))  # seconds of calibrate.Probe while calibrating
 
     def save(self, path: str | None = None) -> str:
         """Write the profile (atomically) and return where."""

@@ -22,7 +22,7 @@ from ..ir.module import IRModule
 from ..ir.traversal import ExprMutator, iter_post_order, substitute
 from ..ir.types import TensorType, format_type
 
-__all__ = ["profile", "predict", "dataflow_form", "ProgramProfile", "NodeTime"]
+__all__ = ["profile", "predict", "dataflow_form", "time_programs", "ProgramProfile", "NodeTime"]
 
 
 @dataclass
@@ -233,6 +233,46 @@ def _float(types) -> bool:
     return all(isinstance(t, TensorType) and t.dtype in ("float32", "float64") for t in types)
 
 
+def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[float]]):
+    """The executor's plan of ``func`` with each instruction timed into ``samples`` in place (its
+    order, and its freeing of values after their last use, as when the program runs), or None
+    when the plan's instructions are not the steps one for one."""
+    from ..eval.executor import Plan, compile_function
+
+    plan = compile_function(func)
+    if plan is None or len(plan.instrs) != len(steps):
+        return None
+    for label, step in zip(plan.labels, steps, strict=True):
+        if not (label == step.info[0] or (step.info[1] == "tuple" and label in ("tuple", step.info[0]))
+                or step.info[2] == "fused"):
+            return None
+
+    def timed(run, out):
+        def go(args, extra):
+            start = clock()
+            value = run(args, extra)
+            out.append(clock() - start)
+            return value
+        return go
+
+    return Plan(plan.num_slots, plan.param_slots, plan.constants,
+                [(timed(run, out), ins, slot, extra, frees)
+                 for (run, ins, slot, extra, frees), out in zip(plan.instrs, samples, strict=True)],
+                plan.labels, plan.output)
+
+
+def _run_steps(func: Function, steps: list[_Step], values: list, clock, samples: list[list[float]]) -> None:
+    """Each step in turn, timed into ``samples`` (every value is kept until the end)."""
+    env = dict(zip(func.params, values, strict=True))
+    for i, step in enumerate(steps):
+        args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
+        node = step.node
+        extra = node.index if isinstance(node, TupleGetItem) else getattr(node, "attrs", None)
+        start = clock()
+        env[step.node] = step.run(args, extra)
+        samples[i].append(clock() - start)
+
+
 def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "main", inputs=None,
             runs: int = 5, seed: int = 0, calibrate: bool = True, progress="auto") -> ProgramProfile:
     """Time ``entry`` of ``mod`` node by node and as a whole, beside the ``cpu`` model's prediction.
@@ -265,18 +305,15 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
     timing = phase("profile", f"{len(steps)} instructions, {runs} runs of each and of the program",
                    total=runs, unit="run", progress=progress, every=2.0)
     clock = timer(model.profile.clock)
-    samples = [[] for _ in steps]
+    samples: list[list[float]] = [[] for _ in steps]
     program = []
+    in_place = _timed_plan(func, steps, clock, samples)
     with np.errstate(all="ignore"):
         for _ in range(runs):
-            env = dict(zip(func.params, values, strict=True))
-            for i, step in enumerate(steps):
-                args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
-                node = step.node
-                extra = node.index if isinstance(node, TupleGetItem) else getattr(node, "attrs", None)
-                start = clock()
-                env[step.node] = step.run(args, extra)
-                samples[i].append(clock() - start)
+            if in_place is not None:
+                in_place.run(values)
+            else:
+                _run_steps(func, steps, values, clock, samples)
             start = clock()
             evaluate(typed, *values, entry=entry)
             program.append(clock() - start)
@@ -305,3 +342,35 @@ def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "
     typed = infer_type(dataflow_form(infer_type(mod), entry))
     func = typed[entry]
     return sum(s.info[4] for s in _steps(func, typed, model)) + model.program_overhead(len(func.params))
+
+
+def time_programs(mods: list, inputs: list, runs: int = 7, budget: float = 0.0, clock: str | None = None,
+                  entry: str = "main", probe: Callable[[], float] | None = None
+                  ) -> tuple[list[float], list[float], float | None]:
+    """Median seconds of each program, runs alternated (at least ``runs`` of each, more until
+    ``budget`` seconds have passed, up to 200): by ``clock`` (default: the clock of this machine's
+    CPU profile key, see ``clock_of``) and by the wall clock; and the median of ``probe()`` (for
+    example a ``calibrate.Probe``) called every third round, alternated with the programs, or None."""
+    import time as _time
+
+    from ..eval import evaluate
+    from .cpu_cost import clock_of, machine_key, timer
+
+    read = timer(clock or clock_of(machine_key()))
+    for m in mods:
+        evaluate(m, *inputs, entry=entry)
+    by_clock: list[list[float]] = [[] for _ in mods]
+    by_wall: list[list[float]] = [[] for _ in mods]
+    probes: list[float] = []
+    started = _time.perf_counter()
+    while len(by_clock[0]) < runs or (len(by_clock[0]) < 200 and _time.perf_counter() - started < budget):
+        if probe is not None and len(by_clock[0]) % 3 == 0:
+            probes.append(probe())
+            evaluate(mods[-1], *inputs, entry=entry)  # the caches as the last program left them
+        for m, c, w in zip(mods, by_clock, by_wall, strict=True):
+            t0, w0 = read(), _time.perf_counter()
+            evaluate(m, *inputs, entry=entry)
+            c.append(read() - t0)
+            w.append(_time.perf_counter() - w0)
+    return ([statistics.median(c) for c in by_clock], [statistics.median(w) for w in by_wall],
+            statistics.median(probes) if probes else None)
