@@ -243,11 +243,17 @@ def test_nearest_takes_an_exact_row_and_stays_between_neighbours():
 
 def test_profile_has_in_program_factors_per_kind(model):
     factors = model.profile.in_program
-    assert {"conv", "gemm", "elementwise", "reduce"} <= set(factors)
+    assert {"kind:conv", "kind:gemm", "kind:elementwise"} <= set(factors)
     assert all(0.5 <= f <= 3.0 for f in factors.values())
     x, w = T((16, 64), "float32"), T((64, 64), "float32")
     assert model("nn.dense", {}, [x, w], x) == pytest.approx(
-        model.profile.dispatch + model.kernel("nn.dense", {}, [x, w], x) * factors["gemm"])
+        model.profile.dispatch + model.kernel("nn.dense", {}, [x, w], x) * factors["kind:gemm"])
+    # each op takes its kind's factor; a fused op its anchor's
+    y = T((1, 4, 8, 8), "float32")
+    assert model.factor("nn.conv2d_transpose") == factors["kind:conv"]
+    assert model.factor("fused.dense_bias") == factors["kind:gemm"]
+    assert model.factor("sigmoid") == factors["kind:elementwise"]
+    assert model("negative", {}, [y], y) > model.profile.dispatch
 
 
 def test_fused_convolution_costs_its_convolution_times_the_measured_epilogue(model):

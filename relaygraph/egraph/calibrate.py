@@ -121,14 +121,30 @@ _UNARY = ("negative", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
 
 
+def _signed(rng, shape) -> np.ndarray:
+    """Values of both signs, as activations have: some kernels (sigmoid, erf) take a branch or
+    a mask by sign or size, and run slower on mixed data than on one-signed data."""
+    return rng.standard_normal(size=shape).astype(F32)
+
+
+_POSITIVE = ("log", "sqrt", "rsqrt", "divide", "power")  # defined (or finite) on positive data
+
+
 def _curve_specs() -> dict[str, Callable]:
     specs: dict[str, Callable] = {}
+
+    def unary(make):
+        return lambda rng, n: ([make(rng, _rows(n, 256))], {})
+
+    def binary(make):
+        return lambda rng, n: ([make(rng, _rows(n, 256)), make(rng, _rows(n, 256))], {})
+
     for name in _UNARY:
-        specs[name] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {})
+        specs[name] = unary(_rand if name in _POSITIVE else _signed)
     for name in _BINARY:
-        specs[name] = lambda rng, n: ([_rand(rng, _rows(n, 256)), _rand(rng, _rows(n, 256))], {})
-    specs["clip"] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {"a_min": 0.6, "a_max": 1.2})
-    specs["nn.leaky_relu"] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {"alpha": 0.1})
+        specs[name] = binary(_rand if name in _POSITIVE else _signed)
+    specs["clip"] = lambda rng, n: ([_signed(rng, _rows(n, 256))], {"a_min": -0.5, "a_max": 0.5})
+    specs["nn.leaky_relu"] = lambda rng, n: ([_signed(rng, _rows(n, 256))], {"alpha": 0.1})
 
     def nchw(n):
         c = 64 if n >= 64 * 16 else 1
@@ -152,16 +168,20 @@ def _curve_specs() -> dict[str, Callable]:
     specs["nn.global_avg_pool2d"] = lambda rng, n: ([_rand(rng, nchw(n))], {})
     specs["nn.avg_pool2d"] = lambda rng, n: (
         [_rand(rng, nchw(max(n // 2, 64)))], {"pool_size": (2, 2), "strides": (2, 2)})
+    # stride 1 (as inception's branches pool): views that overlap, a different cost per window element
+    for name in ("nn.max_pool2d", "nn.avg_pool2d"):
+        specs[f"{name}@s1"] = lambda rng, n: (
+            [_rand(rng, nchw(max(n // 9, 64)))], {"pool_size": (3, 3), "strides": (1, 1), "padding": (1, 1)})
     specs["nn.pad"] = lambda rng, n: ([_rand(rng, nchw(n)), np.zeros((), F32)],
                                       {"pad_width": ((0, 0), (0, 0), (1, 1), (1, 1))})
     del specs["concatenate"]
     return specs
 
 
-def _work(name: str, arrays: list, out) -> float:
+def _work(name: str, arrays: list, out, attrs) -> float:
     sizes = [a.size for a in arrays] + [np.asarray(out[0] if isinstance(out, tuple) else out).size]
     if "pool" in name and "global" not in name:
-        return max(max(sizes), np.asarray(out).size * 9 if "max" in name else np.asarray(out).size * 4)
+        return max(max(sizes), np.asarray(out).size * math.prod(attrs["pool_size"]))
     return float(max(sizes))
 
 
@@ -276,9 +296,9 @@ class _Calibration:
             points = []
             for n in self.sizes:
                 arrays, attrs = spec(self.rng, n)
-                kernel, canon = _call(name, arrays, **attrs)
+                kernel, canon = _call(name.split("@")[0], arrays, **attrs)
                 out = kernel(arrays, canon)
-                points.append([_work(name, arrays, out), self.kernel_time(kernel, arrays, canon)])
+                points.append([_work(name, arrays, out, attrs), self.kernel_time(kernel, arrays, canon)])
                 self.step(name)
             curves[name] = _monotone(points)
         copy, strided, concat = [], [], []
@@ -417,6 +437,8 @@ class _Calibration:
             features = conv_features(o, c, kh, kw, float(out.size))
             rows.append([*features, max(t - call, 0.1 * t) / est])
             self.step(f"conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
+            if 2.0 * out.size * c * kh * kw > 4e8:
+                continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops:
                 arrays = [x, w, _rand(self.rng, (o,))] if "bias" in name else [x, w]
                 fk, fattrs = _call(name, arrays, **conv_attrs)
@@ -504,8 +526,9 @@ class _Calibration:
         inputs come from memory rather than cache, outputs land in fresh pages. A synthetic
         program of each family (a convolutional block and a transformer-like block) runs through
         the executor with every instruction timed in place (the plan's own order and frees), then
-        each instruction is looped on the inputs it had; the ratio of the two, per op kind, is the
-        profile's in-program factor for that kind."""
+        each instruction is looped on the inputs it had; the ratio of the two, per op kind
+        ("kind:conv", ...), is the profile's in-program factor for that kind (a profile may also
+        hold one per op, which ``CpuCost.factor`` prefers)."""
         from ..eval.executor import Plan, compile_function
         from ..ty import infer_type
         from .cpu_cost import op_kind
@@ -542,12 +565,14 @@ class _Calibration:
             for call, samples, (run, args, attrs) in zip(nodes, times, seen, strict=True):
                 if not isinstance(call, Call):
                     continue
-                kind = op_kind(call.op.name)
                 # the same kernel looped on the same inputs, right after (so under the same load)
                 looped = measure(lambda r=run, a=args, e=attrs: r(a, e), self.repeats, self.min_seconds,
                                  self.timer)
-                measured[kind] = measured.get(kind, 0.0) + statistics.median(samples[2:])
-                alone[kind] = alone.get(kind, 0.0) + looped
+                # per kind, summed over its instructions, so the larger kernels weigh most: a
+                # microsecond kernel's ratio says as much about the clock as about the kernel
+                key = f"kind:{op_kind(call.op.name)}"
+                measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:])
+                alone[key] = alone.get(key, 0.0) + looped
         # a kind whose kernels took only microseconds in all says more about the clock than the kernels
         self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0)
                                    for k in measured if alone[k] > 2e-5}

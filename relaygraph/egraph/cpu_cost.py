@@ -378,8 +378,8 @@ class CpuCost:
         return self.profile.dispatch + t * self.factor(op)
 
     def factor(self, op: str) -> float:
-        """The profile's in-program factor for ``op``: its kind's, a fused op's anchor's, and
-        the elementwise one for a numexpr group."""
+        """The profile's in-program factor for ``op``: its own when the calibration's programs
+        ran it, else its kind's; a fused op's anchor's."""
         factors = self.profile.in_program
         if not factors:
             return 1.0
@@ -387,9 +387,9 @@ class CpuCost:
             from ..ops.fused_ops import definition
 
             d = definition(op) if _lookup(op) is not None else None
-            kind = op_kind(d.parts[0].op) if d is not None else "elementwise"
-            return factors.get(kind, 1.0)
-        return factors.get(op_kind(op), 1.0)
+            op = d.parts[0].op if d is not None else "add"
+        found = factors.get(op)
+        return found if found is not None else factors.get(f"kind:{op_kind(op)}", 1.0)
 
     def program_overhead(self, inputs: int) -> float:
         """Seconds ``rg.evaluate`` spends on a program besides its instructions (binding inputs)."""
@@ -423,7 +423,10 @@ class CpuCost:
         return max([out] + [_numel(t) for t in arg_types])
 
     def _curve_op(self, op: str, attrs, arg_types, out_type) -> float:
-        points = self.profile.curve(op)
+        points = None
+        if op_kind(op) == "pool" and not _any_nonzero(attrs.get("strides") or 1, 1):
+            points = self.profile.curve(f"{op}@s1")  # overlapping windows: their own curve
+        points = points or self.profile.curve(op)
         work = self._work(op, attrs, arg_types, out_type)
         if points is None:
             kind = op_kind(op)
@@ -547,8 +550,7 @@ class CpuCost:
         """Seconds of one Primitive group (one instruction): a numexpr program when the executor
         makes one, else its members' kernels in turn."""
         if elementwise_program:
-            return self.profile.dispatch + self._numexpr(len(members), _numel(out_type)) \
-                * self.profile.in_program.get("elementwise", 1.0)
+            return self.profile.dispatch + self._numexpr(len(members), _numel(out_type)) * self.factor("add")
         return self.profile.dispatch + sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) * self.factor(m[0])
                                            for m in members)
 
