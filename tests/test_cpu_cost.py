@@ -305,3 +305,21 @@ def test_profile_cli_of_the_lstm(capsys, model):
     assert main(["profile", "--model", "lstm", "--runs", "1"]) == 0
     out = capsys.readouterr().out
     assert "nn.dense" in out and "sigmoid" in out
+
+
+def test_time_programs_alternates_and_takes_the_probe(model):
+    from relaygraph.egraph.calibrate import Probe
+    from relaygraph.egraph.program_profile import time_programs
+
+    mod, params = rg.zoo.get("residual-mlp")
+    bound = rg.infer_type(rg.egraph.optimize.bind_params(mod, params, "main"))
+    inputs = rg.eval.inputs.random_inputs(bound, 0)
+    probe = Probe(model.profile.clock)
+    by_clock, by_wall, probed = time_programs([bound, bound], inputs, runs=3, probe=probe)
+    assert len(by_clock) == len(by_wall) == 2 and all(t > 0 for t in by_clock + by_wall)
+    assert probed > 0 and model.profile.probe > 0  # the calibration took the probe too
+    assert time_programs([bound], inputs, runs=1)[2] is None
+    with pytest.raises(rg.RelayError, match="runs must be a positive integer"):
+        time_programs([bound], inputs, runs=0)
+    with pytest.raises(rg.RelayError, match="at least one program"):
+        time_programs([], inputs)

@@ -249,7 +249,7 @@ def plot(rows: list[dict], sweep: list[dict], path: Path, machine: str | None = 
     c.plot(limits, red, "o-", color="C1", label="ILP extraction")
     for s, v in zip(sweep, red, strict=True):
         c.annotate(f"{v:.1%}\n{s['enodes']} e-nodes", (s["node_limit"], v), textcoords="offset points",
-                   xytext=(0, -26), ha="center", fontsize=7)
+                   xytext=(0, 8 if v < 0.1 * max(red + [0.05]) else -26), ha="center", fontsize=7)
     c.set_xscale("log")
     c.set_xlim(min(limits) / 1.25, max(limits) * 1.25)
     c.set_xticks(limits, [str(n) for n in limits])

@@ -354,8 +354,12 @@ def time_programs(mods: list, inputs: list, runs: int = 7, budget: float = 0.0, 
     import time as _time
 
     from ..eval import evaluate
+    from ..validate import positive
     from .cpu_cost import clock_of, machine_key, timer
 
+    positive("runs", runs, integer=True, allow_none=False)
+    if not mods:
+        raise RelayError("time_programs needs at least one program")
     read = timer(clock or clock_of(machine_key()))
     for m in mods:
         evaluate(m, *inputs, entry=entry)
