@@ -469,9 +469,10 @@ class _Calibration:
             self.step(f"conv2d_transpose {c}->{o} on {size}x{size}")
 
     def _dense_fused_shapes(self) -> list:
-        return [(16, 256, 256), (128, 512, 128)] if self.quick else \
-            [(1, 1024, 1024), (16, 256, 256), (128, 512, 128), (128, 768, 768), (128, 3072, 768),
-             (512, 1024, 256), (64, 64, 64), (1, 4096, 4096)]
+        # tiny shapes too: there the fused kernel's fixed cost (its steps in Python) shows
+        return [(1, 64, 64), (16, 256, 256), (128, 512, 128)] if self.quick else \
+            [(1, 64, 64), (1, 256, 256), (8, 128, 128), (1, 1024, 1024), (16, 256, 256), (128, 512, 128),
+             (128, 768, 768), (128, 3072, 768), (512, 1024, 256), (64, 64, 64), (1, 4096, 4096)]
 
     def fused(self) -> None:
         """Fused dense ops over the dense kernel on the same inputs, per shape; the other fused
