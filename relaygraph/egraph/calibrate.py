@@ -2,17 +2,28 @@
 
 Everything is measured through the kernels the executor runs (the op table's kernels, called
 with the attributes a Relay call carries; the executor's plan for dispatch; the fused-group
-kernels for numexpr groups and fused ops), on float32 data:
+kernels for numexpr groups and fused ops), on float32 data, by the profile's clock (CPU time
+when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clock_of``):
 
-- dispatch: a plan of many one-element ops, less the op's own time, per instruction;
+- dispatch: a plan of many small ops, less the ops' own time, per instruction;
 - a time curve over the work size for each elementwise, reduction, layout and pooling op the
-  profile names, and for contiguous and strided (transposing) copies;
-- the dense kernel on a grid of (M, N, K) and batch-matmul on a grid of (B, M, N, K);
-- conv2d on typical shapes: the ratio of its time to the structural estimate (padding, window
-  copy, GEMM, result copy), per size, for 1x1 and larger kernels; grouped convolution as a curve;
-- numexpr groups of one and of four ops, and each fused op's time over its parts' estimate.
+  profile names (pooling with and without overlapping windows), and for contiguous and strided
+  copies; elementwise data has both signs where the op allows, as activations do;
+- the dense kernel on a grid of (M, N, K), each call reading a cold weight (as a program reads
+  each weight once a run), and batch-matmul on a grid of (B, M, N, K);
+- conv2d on the kinds of layer image models have: its time over a structural estimate (one
+  matrix product over gathered columns), per shape, looked up by the nearest calibrated shapes;
+  conv2d_transpose likewise; grouped convolution as a curve;
+- every fused op of the op table anchored on a convolution or a dense: its kernel's time over
+  the anchor's on the same inputs, per shape (so a new or faster fused kernel is covered by
+  calibrating again); the other fused ops and numexpr groups over their parts' prediction;
+- in-program factors per op kind: synthetic programs (a convolutional and a transformer-like
+  block) run through the executor with each instruction timed in place, against the same kernel
+  looped on the same inputs;
+- a probe (``Probe``), a few fixed kernels timed during calibration, to compare the machine's
+  speed at another time (under another load) with the profile's.
 
-The full mode takes about a minute; ``quick=True`` takes a few seconds on fewer, smaller shapes.
+The full mode takes about a minute on a quiet machine; ``quick=True`` a few seconds.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 ``relaygraph calibrate`` (``calibrate()`` in ``relaygraph.egraph.calibrate``) measures the machine
 once and stores a profile: the executor's dispatch overhead per instruction, a time curve per
 operator over its work size (elementwise, reductions, layout, pooling), GEMM and batch-matmul
-times on a grid of shapes, the convolution kernel as the executor runs it (padding, the window
-copy, the matrix product and the copy of the result), numexpr groups and the fused ops of the op
-table. Predictions are table lookups and interpolation, so costing a node is cheap.
+times on a grid of shapes, the convolution kernels measured per shape against a structural
+estimate, the fused ops of the op table measured against their anchor (or parts), numexpr
+groups, and per op kind how much slower a kernel runs inside a program than looped alone.
+Predictions are table lookups and interpolation (nearest calibrated shapes), so costing a node
+is cheap.
 
 A profile is keyed by the machine (CPU model, cores), the numpy and BLAS build and the thread
 counts. Loading one made elsewhere (or by another format of this module) raises ProfileError

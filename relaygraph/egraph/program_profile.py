@@ -1,11 +1,14 @@
 """``rg.profile``: where a program's time goes, per op and per op kind, measured beside the ``cpu``
 model's prediction for each.
 
-The entry function runs node by node with the kernels the executor uses (the op table's kernels,
-and one kernel per ``Primitive`` group: a fused op of the table, a numexpr program, or its ops in
-turn), each call timed on its own; the whole program is also timed through ``rg.evaluate``. The
-difference between the program's time and the sum of its kernels is the executor's own work
-(dispatch, freeing), which the model predicts per instruction.
+The entry function is first put in the form the executor runs (``dataflow_form``: lets inlined
+into the graph, calls of non-Primitive function literals replaced by their bodies, as the
+executor inlines them). It then runs through the executor's own plan with every instruction
+timed in place (the op table's kernels, and one kernel per ``Primitive`` group: a fused op of the
+table, a numexpr program, or its ops in turn), and the whole program is also timed through
+``rg.evaluate``, both by the profile's clock. The difference between the program's time and the
+sum of its instructions is the executor's own work (dispatch, freeing), which the model predicts
+per instruction. ``time_programs`` times whole programs alternated, as the benchmarks do.
 """
 
 from __future__ import annotations
