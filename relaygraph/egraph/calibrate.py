@@ -522,7 +522,7 @@ class _Calibration:
             if name in anchored or name not in makers:
                 continue  # a layout-only fused op: costed as its parts
             make, attrs = makers[name]
-            for n in self.sizes[-2:]:
+            for n in [self.sizes[0]] + self.sizes[-2:]:  # small too: there the fixed cost shows
                 arrays = make(n)
                 kernel, canon = _call(name, arrays, **attrs)
                 out = kernel(arrays, canon)
