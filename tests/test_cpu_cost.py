@@ -323,3 +323,30 @@ def test_time_programs_alternates_and_takes_the_probe(model):
         time_programs([bound], inputs, runs=0)
     with pytest.raises(rg.RelayError, match="at least one program"):
         time_programs([], inputs)
+
+
+def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_path, monkeypatch, capsys):
+    """This machine's profile in another format (an older relaygraph wrote it) is never read: it
+    is calibrated again, or refused with --no-calibrate; a foreign machine's is refused either way."""
+    data = json.loads(open(cpu_cost.profile_path()).read())
+    old = {"key": dict(data["key"], format=cpu_cost.FORMAT - 2), "dispatch": 1e-6, "curves": {}}
+    (tmp_path / "cpu-profile.json").write_text(json.dumps(old))
+    monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
+    monkeypatch.setenv("RELAYGRAPH_CALIBRATE", "quick")
+    with pytest.raises(cpu_cost.StaleProfileError, match=f"format {cpu_cost.FORMAT - 2}"):
+        load_profile(str(tmp_path / "cpu-profile.json"))
+    assert main(["optimize", "--model", "residual-mlp", "--no-calibrate", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"format {cpu_cost.FORMAT - 2}" in err and "relaygraph calibrate" in err and "Traceback" not in err
+    cpu_cost.reset_default()
+    try:
+        fresh = default_profile(progress=False)
+        assert fresh.profile.key == machine_key() and fresh.profile.conv
+        assert json.loads((tmp_path / "cpu-profile.json").read_text())["key"]["format"] == cpu_cost.FORMAT
+        # another machine's profile in an old format is still refused, naming what differs
+        (tmp_path / "cpu-profile.json").write_text(json.dumps({**old, "key": dict(old["key"], cpu="Other")}))
+        cpu_cost.reset_default()
+        with pytest.raises(ProfileError, match="'Other'"):
+            default_profile(progress=False)
+    finally:
+        cpu_cost.reset_default()

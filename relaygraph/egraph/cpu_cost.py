@@ -30,7 +30,8 @@ from typing import Any
 from ..ir.types import TensorType, TupleType, format_type
 from .cost import DEFAULT_MACHINE, CostModelError, cache_dir
 
-__all__ = ["ProfileError", "Profile", "CpuCost", "machine_key", "profile_path", "clock_of", "timer",
+__all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_key", "profile_path",
+           "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind"]
 
@@ -40,6 +41,10 @@ PROFILE_FILE = "cpu-profile.json"
 
 class ProfileError(CostModelError):
     """A CPU profile that is missing, unreadable, stale or made on another machine or build."""
+
+
+class StaleProfileError(ProfileError):
+    """A CPU profile of this machine in a format another version of this module wrote."""
 
 
 def _cpu_model() -> str:
@@ -356,10 +361,20 @@ def load_profile(path: str | None = None, check: bool = True) -> Profile:
                            "to make a new one") from None
     if not isinstance(data, dict) or not isinstance(data.get("key"), dict):
         raise ProfileError(f"{path} is not a CPU profile; run `relaygraph calibrate` to make one")
+    made = data["key"].get("format")
+    if check and made != FORMAT:  # its figures mean something else: never read them
+        here = machine_key()
+        others = _differences({k: v for k, v in data["key"].items() if k != "format"},
+                              {k: v for k, v in here.items() if k != "format"})
+        error = ProfileError if others else StaleProfileError
+        raise error(f"the CPU profile {path} was made for another machine or build: format {made!r} "
+                    f"(this machine: {FORMAT!r}){''.join('; ' + d for d in others)}. Run `relaygraph "
+                    "calibrate` to measure this one")
     try:
         profile = Profile(data, path)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ProfileError(f"{path}: the CPU profile lacks {exc}; run `relaygraph calibrate` again") from None
+        raise StaleProfileError(f"{path}: the CPU profile lacks {exc}; run `relaygraph calibrate` "
+                                "again") from None
     if check:
         profile.check()
     return profile
@@ -567,14 +582,25 @@ def reset_default() -> None:
 
 def default_profile(calibrate: bool = True, progress="auto") -> CpuCost:
     """The cost function of this machine's profile: loaded from ``profile_path()``, or measured
-    now when there is none and ``calibrate`` (quick when ``$RELAYGRAPH_CALIBRATE=quick``)."""
+    now when there is none, or only one another version of this module wrote for this machine,
+    and ``calibrate`` (quick when ``$RELAYGRAPH_CALIBRATE=quick``). A foreign profile is refused."""
     path = profile_path()
     model = _DEFAULT.get(path)
     if model is not None:
         return model
-    if not os.path.exists(path) and calibrate:
+    stale = None
+    if os.path.exists(path) and calibrate:
+        try:
+            load_profile(path)
+        except StaleProfileError as exc:  # this machine's, from another version: made anew
+            stale = exc
+    if (stale is not None or not os.path.exists(path)) and calibrate:
+        import sys
+
         from .calibrate import calibrate as run_calibration
 
+        if stale is not None and progress is not False:
+            print(f"relaygraph: {stale}; calibrating again", file=sys.stderr)
         quick = os.environ.get("RELAYGRAPH_CALIBRATE", "").strip().lower() == "quick"
         run_calibration(quick=quick, path=path, progress=progress)
     elif not os.path.exists(path):
