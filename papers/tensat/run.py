@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one BLAS thread: steady timings on a shared 2-core machine
 
 HERE = Path(__file__).parent
@@ -284,6 +284,11 @@ def main() -> None:
         write_markdown(saved["rows"], saved["node_limits"], HERE / "results.md")
         plot(saved["rows"], saved["node_limits"], HERE / "results.png")
         return
+    # numexpr on one thread as well, so the profile and the programs are timed by CPU time (set
+    # here, not on import: a process that imports this file keeps its own setting)
+    os.environ.setdefault("NUMEXPR_NUM_THREADS", "1")
+    if "numexpr" in sys.modules:
+        sys.modules["numexpr"].set_num_threads(int(os.environ["NUMEXPR_NUM_THREADS"]))
     if args.profile_dir:
         os.environ["RELAYGRAPH_PROFILE_DIR"] = args.profile_dir
         default_profile()  # made once when missing; the cells (child processes) read it
