@@ -295,7 +295,11 @@ class _Calibration:
         self.data["conv_ratio"] = {"1x1": [[1.0, 1.0]], "kxk": [[1.0, 1.0]]}
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
+        from ..ops.winograd import winograd_weight
+        from .cpu_cost import WINOGRAD
+
         ratios: dict[str, list] = {"1x1": [], "kxk": []}
+        winograd: list = []
         for c, size, o, k, stride, pad in self._conv_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (o, c, k, k))
             kernel, attrs = _call("nn.conv2d", [x, w], strides=(stride, stride), padding=(pad, pad))
@@ -306,6 +310,11 @@ class _Calibration:
             flops = 2.0 * out.size * c * k * k
             ratios["1x1" if k == 1 else "kxk"].append([flops, max(t - call, 0.1 * t) / est])
             self.step(f"conv2d {c}->{o} {k}x{k} on {size}x{size}")
+            if k == 3 and stride == 1:  # Winograd's time over the direct kernel's, at this size
+                u = winograd_weight(w)
+                wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(pad, pad))
+                winograd.append([flops, self.kernel_time(wk, [x, u], wattrs) / t])
+        self.data["curves"]["winograd_ratio"] = _merge(winograd)
         self.data["conv_ratio"] = {kind: _merge(points) for kind, points in ratios.items()}
         grouped = []
         for c, size, stride in self._depthwise_shapes():
@@ -337,7 +346,7 @@ class _Calibration:
         }
         for name in FUSED_OPS:
             if name not in inputs:
-                continue  # a layout-only fused op: costed as its parts
+                continue  # a layout-only fused op: costed as its parts; Winograd's: as conv2d's
             arrays, attrs = inputs[name]
             kernel, canon = _call(name, arrays, **attrs)
             out = kernel(arrays, canon)
