@@ -18,7 +18,8 @@ import numpy as np
 from ..ir.types import TensorType
 from ..ty.dims import dim_add, dim_sub, dims_equal, is_known
 from ._base import REQUIRED, PatternKind, ShapeError, defop, fmt, numel, tensor_arg
-from .conv import _CONV_ATTRS, normalize_2d, pad4, pair
+from .conv import normalize_2d, pad4, pair
+from .registry import lookup
 
 __all__ = ["WINOGRAD_G", "winograd_weight", "winograd_conv2d"]
 
@@ -178,7 +179,7 @@ def _winograd_infer(args, a):
     return [None, TensorType((4, 4, a["channels"], x.shape[1]), x.dtype)]
 
 
-_WINOGRAD_ATTRS = {"tile_size": REQUIRED, **_CONV_ATTRS}
+_WINOGRAD_ATTRS = {"tile_size": REQUIRED, **lookup("nn.conv2d").attrs}  # TVM's Conv2DWinogradAttrs
 defop("nn.contrib_conv2d_winograd_without_weight_transform", 2, _WINOGRAD_ATTRS, _winograd_rel,
       _winograd_kernel, PatternKind.OUT_ELEMWISE_FUSABLE, flops=_winograd_flops,
       input_names=("data", "weight"), normalize=normalize_2d, py_defaults={"padding": (0, 0)},
