@@ -172,3 +172,26 @@ def test_cpu_cost_is_the_direct_kernel_times_the_measured_ratio():
     fused_direct = model.kernel("fused.conv2d_bias_relu", attrs,
                                 [x, rg.TensorType((48, 32, 3, 3), F32), bias], out)
     assert fused == pytest.approx(fused_direct * wino / direct)
+
+
+# -- the depthwise kernel's channels-last path (small images, many channels) -----------------------
+@pytest.mark.parametrize("shape, strides, padding, dilation", [
+    ((2, 64, 9, 7), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 64, 10, 11), (2, 2), (1, 0, 2, 1), (1, 1)),
+    ((1, 96, 12, 12), (1, 2), (2, 2, 2, 2), (2, 1)),
+])
+def test_depthwise_channels_last_path_matches_a_direct_sum(shape, strides, padding, dilation):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(F32)
+    w = rng.standard_normal((shape[1], 1, 3, 3)).astype(F32)
+    got = conv2d_nchw(x, w, strides, padding, dilation, shape[1])
+    xp = np.pad(x, ((0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])))
+    (sh, sw), (dh, dw) = strides, dilation
+    oh, ow = got.shape[2:]
+    want = np.zeros_like(got)
+    for i in range(3):
+        for j in range(3):
+            view = xp[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            want += view * w[:, 0, i, j].reshape(1, -1, 1, 1)
+    assert got.flags.c_contiguous and oh <= 28
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

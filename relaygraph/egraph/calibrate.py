@@ -310,10 +310,12 @@ class _Calibration:
             flops = 2.0 * out.size * c * k * k
             ratios["1x1" if k == 1 else "kxk"].append([flops, max(t - call, 0.1 * t) / est])
             self.step(f"conv2d {c}->{o} {k}x{k} on {size}x{size}")
-            if k == 3 and stride == 1:  # Winograd's time over the direct kernel's, at this size
-                u = winograd_weight(w)
+            if k == 3 and stride == 1:  # Winograd's time over the direct kernel's, at this size,
+                u = winograd_weight(w)  # as the median of alternated pairs (the load changes)
                 wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(pad, pad))
-                winograd.append([flops, self.kernel_time(wk, [x, u], wattrs) / t])
+                pairs = [self.kernel_time(wk, [x, u], wattrs) / self.kernel_time(kernel, [x, w], attrs)
+                         for _ in range(3)]
+                winograd.append([flops, statistics.median(pairs)])
         self.data["curves"]["winograd_ratio"] = _merge(winograd)
         self.data["conv_ratio"] = {kind: _merge(points) for kind, points in ratios.items()}
         grouped = []
