@@ -113,14 +113,14 @@ def test_cli_reports_a_bad_winograd_call_without_traceback(tmp_path, capsys):
 def test_conv_rules_are_sound():
     results = check_rules(load_rules(CONV_RULES))
     assert [r.rule for r in results] == ["conv2d-winograd", "fuse-winograd-bias", "fuse-winograd-relu",
-                                         "fuse-winograd-bias-relu"]
+                                         "fuse-winograd-bias-relu", "fuse-conv2d-add"]
     assert all(r.status == "sound" for r in results), format_results(results)
 
 
 def test_cli_checks_the_conv_rules(capsys):
     assert main(["rules", "check", CONV_RULES, "--trials", "1"]) == 0
     out = capsys.readouterr().out
-    assert "conv2d-winograd" in out and "4 sound" in out and "Traceback" not in out
+    assert "conv2d-winograd" in out and "5 sound" in out and "Traceback" not in out
 
 
 def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0):
@@ -154,6 +154,30 @@ def test_strided_and_larger_kernels_keep_the_direct_convolution(case):
                       keep_fused_ops=True, cost="flops")
     assert res.check_passed is True, res.check_text()
     assert not any("winograd" in op for op in res.ops_after)
+
+
+def test_residual_add_fuses_into_the_convolution():
+    rng = np.random.default_rng(4)
+    x = rg.var("x", rg.TensorType((1, 8, 6, 6), F32))
+    w = rg.var("w", rg.TensorType((8, 8, 1, 1), F32))
+    y = rg.op.add(rg.op.nn.conv2d(x, w), x)  # a 1x1 convolution and its shortcut
+    mod = rg.IRModule.from_expr(rg.Function([x, w], y))
+    res = rg.optimize(mod, params={"w": rng.standard_normal((8, 8, 1, 1)).astype(F32)},
+                      rules=[CONV_RULES], repeats=1, timing_budget=0.0, keep_fused_ops=True, cost="latency")
+    assert res.check_passed is True, res.check_text()
+    assert res.ops_after == {"fused.conv2d_add": 1}
+
+
+def test_conv2d_add_broadcasting_beyond_the_convolution_keeps_values():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 5, 5)).astype(F32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(F32)
+    y = rng.standard_normal((2, 3, 3, 3)).astype(F32)  # the sum is larger than the convolution
+    mod = _program((1, 2, 5, 5), (3, 2, 3, 3), "(fused.conv2d_add(%x, %w, %y), add(nn.conv2d(%x, %w), %y))",
+                   extra=", %y: Tensor[(2, 3, 3, 3), float32]")
+    got, want = rg.evaluate(mod, x, w, y)
+    assert got.shape == (2, 3, 3, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 # -- the cpu cost ----------------------------------------------------------------------------------

@@ -402,6 +402,9 @@ _make("conv2d_relu", "nn.conv2d", 2, [("nn.relu", False, _none)], (),
 _make("conv2d_bias_relu", "nn.conv2d", 2,
       [("nn.bias_add", True, _bias_conv), ("nn.relu", False, _none)], ("bias",),
       _with(_CONV_EX, [_vec]), doc="nn.conv2d, nn.bias_add on the channel axis, nn.relu")
+_make("conv2d_add", "nn.conv2d", 2, [("add", True, _none)], ("addend",),
+      _with(_CONV_EX, [lambda c: _t((1, c, 1, 1))]),
+      doc="nn.conv2d then add (a residual connection), added in place on the convolution's output")
 _WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
 _WINOGRAD_EX = (
     ([_t((1, 3, 8, 8)), _t((4, 4, 5, 3))], {"tile_size": 2, "padding": (1, 1)}),
@@ -541,4 +544,4 @@ FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu",
              "fused.dense_relu", "fused.dense_bias_relu", "fused.dense_bias_gelu", "fused.add_relu",
              "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
              "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape",
-             "fused.winograd_bias", "fused.winograd_relu", "fused.winograd_bias_relu")
+             "fused.winograd_bias", "fused.winograd_relu", "fused.winograd_bias_relu", "fused.conv2d_add")
