@@ -113,14 +113,14 @@ def test_cli_reports_a_bad_winograd_call_without_traceback(tmp_path, capsys):
 def test_conv_rules_are_sound():
     results = check_rules(load_rules(CONV_RULES))
     assert [r.rule for r in results] == ["conv2d-winograd", "fuse-winograd-bias", "fuse-winograd-relu",
-                                         "fuse-winograd-bias-relu", "fuse-conv2d-add"]
+                                         "fuse-winograd-bias-relu", "fuse-conv2d-add", "batch-norm-relu"]
     assert all(r.status == "sound" for r in results), format_results(results)
 
 
 def test_cli_checks_the_conv_rules(capsys):
     assert main(["rules", "check", CONV_RULES, "--trials", "1"]) == 0
     out = capsys.readouterr().out
-    assert "conv2d-winograd" in out and "5 sound" in out and "Traceback" not in out
+    assert "conv2d-winograd" in out and "6 sound" in out and "Traceback" not in out
 
 
 def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0):
@@ -156,6 +156,22 @@ def test_strided_and_larger_kernels_keep_the_direct_convolution(case):
     assert not any("winograd" in op for op in res.ops_after)
 
 
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ("(n, 3, h, w)", "(4, 3, 3, 3)"),   # symbolic data: the rule may fire, the output stays symbolic
+    ("(1, 3, 8, 8)", "(4, 3, k, k)"),   # a symbolic kernel size is not known to be 3x3: no Winograd
+])
+def test_symbolic_shapes_never_crash_the_winograd_rule(x_shape, w_shape):
+    mod = rg.parse(HEADER + f"def @main(%x: Tensor[{x_shape}, float32], %w: Tensor[{w_shape}, float32]) {{\n"
+                   "  nn.conv2d(%x, %w, padding=[1, 1])\n}\n")
+    res = rg.optimize(mod, rules=[CONV_RULES], check=False, cost="flops")
+    if "k" in w_shape:
+        assert res.ops_after == {"nn.conv2d": 1}
+        return
+    x = np.random.default_rng(6).standard_normal((2, 3, 5, 7)).astype(F32)
+    w = np.random.default_rng(7).standard_normal((4, 3, 3, 3)).astype(F32)
+    np.testing.assert_allclose(rg.evaluate(res.module, x, w), rg.evaluate(mod, x, w), rtol=1e-4, atol=1e-4)
+
+
 def test_residual_add_fuses_into_the_convolution():
     rng = np.random.default_rng(4)
     x = rg.var("x", rg.TensorType((1, 8, 6, 6), F32))
@@ -166,6 +182,23 @@ def test_residual_add_fuses_into_the_convolution():
                       rules=[CONV_RULES], repeats=1, timing_budget=0.0, keep_fused_ops=True, cost="latency")
     assert res.check_passed is True, res.check_text()
     assert res.ops_after == {"fused.conv2d_add": 1}
+
+
+@pytest.mark.parametrize("bn_attrs", [{}, {"scale": False, "epsilon": 1e-3}, {"center": False}])
+def test_pre_activation_batch_norm_and_relu_become_one_kernel(bn_attrs):
+    rng = np.random.default_rng(8)
+    x = rg.var("x", rg.TensorType((2, 6, 5, 5), F32))
+    vecs = [rg.var(n, rg.TensorType((6,), F32)) for n in "gbmv"]
+    y = rg.op.nn.relu(rg.TupleGetItem(rg.op.nn.batch_norm(x, *vecs, **bn_attrs), 0))
+    mod = rg.IRModule.from_expr(rg.Function([x, *vecs], y))
+    params = {"g": rng.uniform(0.5, 2, 6), "b": rng.standard_normal(6), "m": rng.standard_normal(6),
+              "v": rng.uniform(0.1, 2, 6)}
+    params = {k: v.astype(F32) for k, v in params.items()}
+    res = rg.optimize(mod, params=params, rules=[CONV_RULES], repeats=1, timing_budget=0.0,
+                      keep_fused_ops=True, cost="latency")
+    assert res.check_passed is True, res.check_text()
+    # the scale and shift are constants: only the fused kernel runs
+    assert res.ops_after == {"fused.multiply_add_relu": 1}
 
 
 def test_conv2d_add_broadcasting_beyond_the_convolution_keeps_values():

@@ -346,6 +346,7 @@ class _Calibration:
             "fused.add_layer_norm": (elem[:2] + [_rand(r, (512,)), _rand(r, (512,))], {"axis": -1}),
             "fused.multiply_softmax": ([_rand(r, (8, 64, 64)), np.asarray(0.125, F32)], {"axis": -1}),
             "fused.conv2d_add": (conv[0] + [_rand(r, (1, 32, 28, 28))], conv[1]),
+            "fused.multiply_add_relu": (elem, {}),
         }
         for name in FUSED_OPS:
             if name not in inputs:

@@ -200,7 +200,10 @@ _BY_RESULT: dict[str, list[str]] = {}  # the op of a definition's last part -> f
 
 def _define(name: str, parts: list, attrs_from_parts) -> None:
     _DEFINITIONS[name] = Definition(tuple(parts), attrs_from_parts)
-    _BY_RESULT.setdefault(parts[-1].op, []).append(name)
+    same_result = _BY_RESULT.setdefault(parts[-1].op, [])
+    same_result.append(name)
+    # the longest definition first: relu(multiply(a, b) + c) is multiply_add_relu, not add_relu
+    same_result.sort(key=lambda n: -len(_DEFINITIONS[n].parts))
 
 
 def definition(name: str) -> Definition | None:
@@ -442,6 +445,9 @@ _make("add_sigmoid", "add", 2, [("sigmoid", False, _none)], (), _ELEM_EX, doc="a
 _make("multiply_add", "multiply", 2, [("add", True, _none)], ("addend",),
       (([_t((2, 3, 4)), _t((3, 1)), _t((4,))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
       doc="multiply then add (a * b + c)")
+_make("multiply_add_relu", "multiply", 2, [("add", True, _none), ("nn.relu", False, _none)], ("addend",),
+      (([_t((2, 3, 4, 4)), _t((3, 1, 1)), _t((3, 1, 1))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
+      doc="multiply, add, nn.relu (an inference batch norm as scale and shift, and the relu after it)")
 
 
 # -- a residual add with the layer norm after it, a scale with the softmax after it --------------
@@ -544,4 +550,5 @@ FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu",
              "fused.dense_relu", "fused.dense_bias_relu", "fused.dense_bias_gelu", "fused.add_relu",
              "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
              "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape",
-             "fused.winograd_bias", "fused.winograd_relu", "fused.winograd_bias_relu", "fused.conv2d_add")
+             "fused.winograd_bias", "fused.winograd_relu", "fused.winograd_bias_relu", "fused.conv2d_add",
+             "fused.multiply_add_relu")
