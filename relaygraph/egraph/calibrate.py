@@ -296,7 +296,7 @@ class _Calibration:
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
         from ..ops.winograd import winograd_weight
-        from .cpu_cost import WINOGRAD
+        from .cpu_cost import WINOGRAD, winograd_intensity
 
         ratios: dict[str, list] = {"1x1": [], "kxk": []}
         winograd: list = []
@@ -310,12 +310,12 @@ class _Calibration:
             flops = 2.0 * out.size * c * k * k
             ratios["1x1" if k == 1 else "kxk"].append([flops, max(t - call, 0.1 * t) / est])
             self.step(f"conv2d {c}->{o} {k}x{k} on {size}x{size}")
-            if k == 3 and stride == 1:  # Winograd's time over the direct kernel's, at this size,
+            if k == 3 and stride == 1:  # Winograd's time over the direct kernel's, by channels,
                 u = winograd_weight(w)  # as the median of alternated pairs (the load changes)
                 wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(pad, pad))
                 pairs = [self.kernel_time(wk, [x, u], wattrs) / self.kernel_time(kernel, [x, w], attrs)
                          for _ in range(3)]
-                winograd.append([flops, statistics.median(pairs)])
+                winograd.append([winograd_intensity(c, o), statistics.median(pairs)])
         self.data["curves"]["winograd_ratio"] = _merge(winograd)
         self.data["conv_ratio"] = {kind: _merge(points) for kind, points in ratios.items()}
         grouped = []

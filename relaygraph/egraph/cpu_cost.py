@@ -200,6 +200,12 @@ WINOGRAD_DIRECT = {WINOGRAD: "nn.conv2d", "fused.winograd_bias": "fused.conv2d_b
                    "fused.winograd_bias_relu": "fused.conv2d_bias_relu"}
 
 
+def winograd_intensity(c: int, o: int) -> float:
+    """What Winograd's gain over the direct kernel follows: the GEMMs' saving grows with in x out
+    channels, the transforms' cost with in + out channels (per tile)."""
+    return max(c * o / max(c + o, 1), 1e-3)
+
+
 def _shape(t) -> tuple:
     if not isinstance(t, TensorType):
         raise CostModelError(f"expected a tensor type, got {t}")
@@ -398,14 +404,15 @@ class CpuCost:
     def _winograd(self, op: str, attrs, arg_types, out_type) -> float:
         """Seconds of a Winograd F(2x2, 3x3) kernel (alone or fused): the direct 3x3 kernel's time
         (nn.conv2d, or the fused conv2d op with the same steps) times the ratio of the two kernels'
-        times measured at this size, so the choice between them follows that measurement."""
+        times measured at this channel intensity, so the choice between them follows that
+        measurement."""
         w = _shape(arg_types[1])
         o, c = w[2], w[3]
         direct_types = [arg_types[0], TensorType((o, c, 3, 3), arg_types[1].dtype), *arg_types[2:]]
         direct_attrs = {k: v for k, v in attrs.items() if k != "tile_size"}
         direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
         points = self.profile.curve("winograd_ratio") or [[1.0, 1.0]]
-        return direct * _ratio_at(points, max(2.0 * _numel(out_type) * c * 9, 1.0))
+        return direct * _ratio_at(points, winograd_intensity(c, o))
 
     def _fused(self, op: str, attrs, arg_types, out_type) -> float:
         record = _lookup(op)
