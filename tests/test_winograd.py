@@ -109,6 +109,20 @@ def test_cli_reports_a_bad_winograd_call_without_traceback(tmp_path, capsys):
     assert "Traceback" not in captured.err + captured.out
 
 
+def test_winograd_weight_transform_exports_to_onnx_and_the_convolution_is_refused_clearly():
+    from onnx.reference import ReferenceEvaluator
+
+    w = np.random.default_rng(10).standard_normal((4, 3, 3, 3)).astype(F32)
+    mod = _program((1, 3, 7, 8), (4, 3, 3, 3), "nn.contrib_conv2d_winograd_weight_transform(%w, tile_size=2)")
+    feeds = {"x": np.zeros((1, 3, 7, 8), F32), "w": w}
+    (got,) = ReferenceEvaluator(rg.frontend.to_onnx(mod)).run(None, feeds)
+    np.testing.assert_allclose(got, winograd_weight(w), rtol=1e-5, atol=1e-6)
+    conv = _program((1, 3, 7, 8), (4, 4, 5, 3),
+                    "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=2)")
+    with pytest.raises(rg.RelayError, match="nn.contrib_conv2d_winograd_without_weight_transform"):
+        rg.frontend.to_onnx(conv)
+
+
 # -- the rules -------------------------------------------------------------------------------------
 def test_conv_rules_are_sound():
     results = check_rules(load_rules(CONV_RULES))
