@@ -138,9 +138,9 @@ def test_cli_checks_the_conv_rules(capsys):
     assert "conv2d-winograd" in out and "7 sound" in out and "Traceback" not in out
 
 
-def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0):
+def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0, shape=(1, 8, 12, 12)):
     rng = np.random.default_rng(seed)
-    x = rg.var("x", rg.TensorType((1, 8, 12, 12), F32))
+    x = rg.var("x", rg.TensorType(shape, F32))
     w = rg.var("w", rg.TensorType((8, 8, kernel, kernel), F32))
     b = rg.var("b", rg.TensorType((8,), F32))
     y = rg.op.nn.relu(rg.op.nn.bias_add(rg.op.nn.conv2d(x, w, strides=strides, padding=(1, 1)), b))
@@ -162,8 +162,8 @@ def test_optimize_picks_winograd_with_its_weight_folded():
     assert "nn.contrib_conv2d_winograd_weight_transform" not in res.ops_after
 
 
-@pytest.mark.parametrize("case", [dict(strides=(2, 2)), dict(kernel=5)])
-def test_strided_and_larger_kernels_keep_the_direct_convolution(case):
+@pytest.mark.parametrize("case", [dict(strides=(2, 2)), dict(kernel=5), dict(shape=(1, 8, 6, 113))])
+def test_strided_larger_kernels_and_large_images_keep_the_direct_convolution(case):
     mod, params = _conv_bias_relu(**case)
     res = rg.optimize(mod, params=params, rules=[CONV_RULES], repeats=1, timing_budget=0.0,
                       keep_fused_ops=True, cost="flops")
