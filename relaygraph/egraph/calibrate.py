@@ -436,8 +436,15 @@ class _Calibration:
         self.data["conv_call"] = self.kernel_time(kernel, [x, w], attrs)
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
+        from ..ops.winograd import winograd_weight
+        from .cpu_cost import WINOGRAD, winograd_intensity
+
         rows = []
+        winograd: list = []
         fused_ops = self._conv_fused_ops()
+        from ..ops.fused_ops import FUSED_OPS
+
+        residual_ops = [n for n in ("fused.conv2d_add",) if n in FUSED_OPS]  # a residual the output's shape
         for c, size, o, (kh, kw), stride, (ph, pw) in self._conv_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (o, c, kh, kw))
             conv_attrs = {"strides": (stride, stride), "padding": (ph, pw)}
@@ -449,15 +456,24 @@ class _Calibration:
             features = conv_features(o, c, kh, kw, float(out.size))
             rows.append([*features, max(t - call, 0.1 * t) / est])
             self.step(f"conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
+            if (kh, kw) == (3, 3) and stride == 1:  # Winograd's time over the direct kernel's, by
+                u = winograd_weight(w)  # channels, as the median of alternated pairs (the load changes)
+                wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))
+                pairs = [self.kernel_time(wk, [x, u], wattrs) / self.kernel_time(kernel, [x, w], attrs)
+                         for _ in range(3)]
+                winograd.append([winograd_intensity(c, o), statistics.median(pairs)])
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
-            for name in fused_ops:
-                arrays = [x, w, _rand(self.rng, (o,))] if "bias" in name else [x, w]
+            for name in fused_ops + residual_ops:
+                extra = [_rand(self.rng, (o,))] if "bias" in name else \
+                    [_rand(self.rng, out.shape)] if name in residual_ops else []
+                arrays = [x, w, *extra]
                 fk, fattrs = _call(name, arrays, **conv_attrs)
                 self.data["fused"].setdefault(name, []).append(
                     [*features, self.kernel_time(fk, arrays, fattrs) / t])
             self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
         self.data["conv"] = rows
+        self.data["curves"]["winograd_ratio"] = _merge(winograd)
         grouped = []
         for c, size, stride in self._depthwise_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, 1, 3, 3))
@@ -508,7 +524,8 @@ class _Calibration:
                     ratio = self.cold_time(fk, arrays, fattrs) / t
                     self.data["fused"].setdefault(name, []).append([m, n, k, ratio])
             self.step(f"fused dense {m}x{n}x{k}")
-        anchored = {n for n, a in anchors.items() if a in DENSE_LIKE_ANCHORS}
+        # measured per shape against their anchor (above, and in conv())
+        anchored = {n for n, a in anchors.items() if a in DENSE_LIKE_ANCHORS} | {"fused.conv2d_add"}
 
         def elementwise(rows):
             return lambda n: [_rand(r, _rows(n, 512)) for _ in range(rows)]
@@ -516,6 +533,7 @@ class _Calibration:
         makers = {
             "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
             "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
+            "fused.multiply_add_relu": (elementwise(3), {}),
             "fused.add_layer_norm": (lambda n: [_rand(r, _rows(n, 512)), _rand(r, _rows(n, 512)),
                                                 _rand(r, (min(n, 512),)), _rand(r, (min(n, 512),))],
                                      {"axis": -1}),
@@ -526,7 +544,7 @@ class _Calibration:
 
         for name in FUSED_OPS:
             if name in anchored or name not in makers:
-                continue  # a layout-only fused op: costed as its parts
+                continue  # a layout-only fused op: costed as its parts; Winograd's: as conv2d's
             make, attrs = makers[name]
             for n in [self.sizes[0]] + self.sizes[-2:]:  # small too: there the fixed cost shows
                 arrays = make(n)

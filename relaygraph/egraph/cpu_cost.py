@@ -231,6 +231,19 @@ def _elements(t: TensorType) -> float:
     return count
 
 
+WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
+# Winograd kernels and the direct kernels they are costed against
+WINOGRAD_DIRECT = {WINOGRAD: "nn.conv2d", "fused.winograd_bias": "fused.conv2d_bias",
+                   "fused.winograd_relu": "fused.conv2d_relu",
+                   "fused.winograd_bias_relu": "fused.conv2d_bias_relu"}
+
+
+def winograd_intensity(c: int, o: int) -> float:
+    """What Winograd's gain over the direct kernel follows: the GEMMs' saving grows with in x out
+    channels, the transforms' cost with in + out channels (per tile)."""
+    return max(c * o / max(c + o, 1), 1e-3)
+
+
 def _shape(t) -> tuple:
     if not isinstance(t, TensorType):
         raise CostModelError(f"expected a tensor type, got {t}")
@@ -245,7 +258,7 @@ def op_kind(op: str) -> str:
         return "fused"
     if op in ("nn.dense", "nn.matmul", "nn.batch_matmul"):
         return "gemm"
-    if op.startswith("nn.conv"):
+    if op.startswith("nn.conv") or op == WINOGRAD:
         return "conv"
     if "pool" in op:
         return "pool"
@@ -418,6 +431,8 @@ class CpuCost:
 
     def kernel(self, op: str, attrs: Mapping, arg_types: list, out_type) -> float:
         """Seconds of the op's numpy kernel alone (no executor dispatch)."""
+        if op in WINOGRAD_DIRECT:
+            return self._winograd(op, attrs, arg_types, out_type)
         if op.startswith("fused."):
             return self._fused(op, attrs, arg_types, out_type)
         if op == "nn.dense":
@@ -522,6 +537,19 @@ class CpuCost:
         rows = self.profile.conv_transpose
         ratio = nearest(rows, conv_features(o, c // groups, kh, kw, out)) if rows else 1.0
         return self.profile.conv_call + base * ratio
+
+    def _winograd(self, op: str, attrs, arg_types, out_type) -> float:
+        """Seconds of a Winograd F(2x2, 3x3) kernel (alone or fused): the direct 3x3 kernel's time
+        (nn.conv2d, or the fused conv2d op with the same steps) times the ratio of the two kernels'
+        times measured at this channel intensity, so the choice between them follows that
+        measurement."""
+        w = _shape(arg_types[1])
+        o, c = w[2], w[3]
+        direct_types = [arg_types[0], TensorType((o, c, 3, 3), arg_types[1].dtype), *arg_types[2:]]
+        direct_attrs = {k: v for k, v in attrs.items() if k != "tile_size"}
+        direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
+        points = self.profile.curve("winograd_ratio") or [[1.0, 1.0]]
+        return direct * _ratio_at(points, winograd_intensity(c, o))
 
     def _fused(self, op: str, attrs, arg_types, out_type) -> float:
         record = _lookup(op)
