@@ -1,18 +1,24 @@
-"""Measured numpy speedup of rg.optimize over the original program at full size: BERT-base
-(12 layers, hidden 768, 128 tokens), ResNet-50 (224x224) and MobileNet (224x224).
+"""Measured numpy speedup of rg.optimize, and of TVM's pass pipeline, over the original program at
+full size: BERT-base (12 layers, hidden 768, 128 tokens), ResNet-50 (224x224) and MobileNet
+(224x224); with ``--zoo``, every zoo model at its default size.
 
 Targets (issue 15): BERT-base >= 1.10x, ResNet-50 >= 1.15x, MobileNet >= 1.20x, with one BLAS
-thread and with two. For each model the program is optimized once (weights bound as constants,
-default rule sets, ``--cost``), then the original and the optimized program run on the same
-inputs, alternated, and the medians are compared; the optimized program is checked against the
-original. The predicted speedup is the cost model's (cost before / cost after).
+thread and with two; and the e-graph at least as fast as the pipeline on every zoo model. For each
+model the program is optimized once (weights bound as constants, default rule sets, ``--cost``)
+and the pipeline (``--pipeline``, default tvm-o3: TVM's opt_level-3 build sequence) runs on the
+same bound program; then the original, the pipeline's and the optimized program run on the same
+inputs, alternated, and the medians are compared. Both rewritten programs are checked against the
+original. The predicted speedup is the cost model's (cost before / cost after). Each row shows the
+1-minute load average after it was measured: the machine may be shared.
 
 Thread counts: with threadpoolctl installed, BLAS threads are limited in this process; otherwise
-each count runs in a subprocess with OPENBLAS/OMP/MKL_NUM_THREADS set before numpy loads. numexpr
-gets the same count, so the fused kernels use no more threads than the original's.
+each count runs in a subprocess with OPENBLAS/OMP/MKL_NUM_THREADS set before numpy loads, and with
+its own cpu profile (``blas-threads-N`` beside the profile, calibrated on first use: a profile is
+valid for one thread count). numexpr gets the same count, so the fused kernels use no more threads
+than the original's.
 
     python benchmarks/bench_optimize.py [--cost latency] [--models bert,resnet-50] [--threads 1,2]
-                                        [--runs 9] [--quick]
+                                        [--runs 9] [--quick] [--zoo] [--pipeline tvm-o3]
 
 ``--quick`` uses each model's small configuration (a smoke run, not the figures).
 """
@@ -56,53 +62,104 @@ def _set_numexpr_threads(n: int) -> None:
     numexpr.set_num_threads(n)
 
 
-def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool) -> list[tuple]:
-    """Optimize each model once and time it under each thread count; rows of results."""
+def _options(name: str, quick: bool) -> dict:
+    """The model's configuration: small with --quick, full for the issue's three, else the default."""
+    return dict(small=True) if quick else FULL.get(name, {})
+
+
+def _label(name: str, quick: bool) -> str:
+    return f"{name} (small)" if quick else LABELS.get(name, name)
+
+
+def _agree(a, b) -> bool:
+    """Values of two programs agree (float tolerance; tuples element by element)."""
+    import numpy as np
+
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+                and all(_agree(x, y) for x, y in zip(a, b, strict=True)))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-3, atol=1e-4, equal_nan=True))
+
+
+def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool,
+        pipeline: str = "tvm-o3") -> list[dict]:
+    """Optimize each model once, run the pipeline on it, and time the three programs under each
+    thread count; one row per model and thread count."""
     import contextlib
 
     import relaygraph as rg
     from relaygraph.egraph.optimize import median_times, random_inputs
+    from relaygraph.errors import RelayError
 
     limit = _limiter()
     rows = []
     for name in models:
-        options = dict(small=True) if quick else FULL[name]
-        mod, params = rg.zoo.get(name, **options)
-        start = time.perf_counter()
-        res = rg.optimize(mod, params=params, cost=cost, check=True, repeats=1, timing_budget=0.0)
-        seconds = time.perf_counter() - start
-        inputs = random_inputs(res.original["main"], seed=1)
+        try:
+            mod, params = rg.zoo.get(name, **_options(name, quick))
+            start = time.perf_counter()
+            res = rg.optimize(mod, params=params, cost=cost, check=True, repeats=1, timing_budget=0.0)
+            seconds = time.perf_counter() - start
+            piped = rg.transform.named_pipeline(pipeline)(rg.infer_type(res.original))
+            inputs = random_inputs(res.original["main"], seed=1)
+        except (RelayError, NotImplementedError) as exc:
+            rows.append({"name": name, "label": _label(name, quick), "error": f"{type(exc).__name__}: {exc}"})
+            print(f"  {name}: {type(exc).__name__}: {exc}", flush=True)
+            continue
         predicted = res.cost_before / res.cost_after if res.cost_after else float("nan")
         for n in threads:
             _set_numexpr_threads(n)
             with (limit(n) if limit is not None else contextlib.nullcontext()):
-                (before, after), _ = median_times([res.original, res.module], inputs, runs)
-            label = f"{name} (small)" if quick else LABELS[name]
-            rows.append((name, label, n, seconds, before, after, predicted, res.check_passed, res))
+                times, values = median_times([res.original, piped, res.module], inputs, runs)
+            rows.append({"name": name, "label": _label(name, quick), "threads": n, "seconds": seconds,
+                         "times": times, "predicted": predicted, "check": res.check_passed,
+                         "pipeline_check": _agree(values[0], values[1]), "result": res, "piped": piped,
+                         "load": os.getloadavg()[0]})
+            print(f"  {name}, {n} thread(s): measured (load {rows[-1]['load']:.1f})", flush=True)
     return rows
 
 
-def report(rows: list[tuple], cost: str) -> None:
+def _changed(before: dict, after: dict) -> str:
+    changed = [f"{k} {before.get(k, 0)}->{after.get(k, 0)}" for k in sorted(set(before) | set(after))
+               if before.get(k, 0) != after.get(k, 0)]
+    return ", ".join(changed) or "none"
+
+
+def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
     """Print the table, then the ops each optimization changed."""
-    print(f"cost model: {cost}; medians of alternated runs; the machine may be loaded by other work")
-    print(f"{'model':<22}{'threads':>8}{'opt time':>10}{'original':>11}{'e-graph':>11}{'measured':>10}"
-          f"{'predicted':>10}{'target':>8}  verdict")
-    for name, label, n, seconds, before, after, predicted, check, _ in rows:
-        speedup = before / after
-        target = TARGETS[name]
-        verdict = "ok" if speedup >= target else "BELOW TARGET"
-        verdict += "" if check else f", CHECK {'FAILED' if check is False else 'INCONCLUSIVE'}"
-        print(f"{label:<22}{n:>8}{seconds:>9.1f}s{before * 1e3:>9.1f}ms{after * 1e3:>9.1f}ms"
-              f"{speedup:>9.2f}x{predicted:>9.2f}x{target:>7.2f}x  {verdict}")
-    seen = set()
-    for name, *_, res in rows:
-        if name in seen:
+    from relaygraph.egraph.compare import _ops
+
+    print(f"cost model: {cost}; pipeline: {pipeline}; medians of alternated runs; load = 1-minute load "
+          "average after the row (the machine may be shared)")
+    print(f"{'model':<22}{'threads':>8}{'opt time':>10}{'original':>11}{'pipeline':>11}{'e-graph':>11}"
+          f"{'pipe x':>8}{'e-graph x':>10}{'predicted':>10}{'target':>8}{'load':>6}  verdict")
+    for row in rows:
+        if "error" in row:
+            print(f"{row['label']:<22}  not measured: {row['error']}")
             continue
-        seen.add(name)
-        changed = [f"{k} {res.ops_before.get(k, 0)}->{res.ops_after.get(k, 0)}"
-                   for k in sorted(set(res.ops_before) | set(res.ops_after))
-                   if res.ops_before.get(k, 0) != res.ops_after.get(k, 0)]
-        print(f"  {name} ops changed: {', '.join(changed) or 'none'}")
+        before, piped, after = row["times"]
+        speedup, pipe_speedup = before / after, before / piped
+        target = TARGETS.get(row["name"])
+        verdicts = []
+        if target is not None:
+            verdicts.append("ok" if speedup >= target else "BELOW TARGET")
+        verdicts.append(">= pipeline" if after <= piped else "SLOWER THAN PIPELINE")
+        if row["check"] is not True:
+            verdicts.append(f"CHECK {'FAILED' if row['check'] is False else 'INCONCLUSIVE'}")
+        if not row["pipeline_check"]:
+            verdicts.append("PIPELINE VALUES DIFFER")
+        shown = f"{target:.2f}x" if target is not None else "-"
+        print(f"{row['label']:<22}{row['threads']:>8}{row['seconds']:>9.1f}s{before * 1e3:>9.1f}ms"
+              f"{piped * 1e3:>9.1f}ms{after * 1e3:>9.1f}ms{pipe_speedup:>7.2f}x{speedup:>9.2f}x"
+              f"{row['predicted']:>9.2f}x{shown:>8}{row['load']:>6.1f}  {', '.join(verdicts)}")
+    seen = set()
+    for row in rows:
+        if "error" in row or row["name"] in seen:
+            continue
+        seen.add(row["name"])
+        res = row["result"]
+        print(f"  {row['name']} e-graph changed: {_changed(res.ops_before, res.ops_after)}")
+        print(f"  {row['name']} {pipeline} changed: {_changed(_ops(res.original), _ops(row['piped']))}")
 
 
 def main(argv=None) -> int:
@@ -110,20 +167,30 @@ def main(argv=None) -> int:
     p.add_argument("--cost", default=None, help="cost model for extraction (default: cpu if "
                                                 "registered, else latency)")
     p.add_argument("--models", default="bert,resnet-50,mobilenet")
+    p.add_argument("--zoo", action="store_true", help="every zoo model at its default size "
+                                                      "(the issue's three at full size)")
+    p.add_argument("--pipeline", default="tvm-o3", help="the named pass pipeline compared (default tvm-o3)")
     p.add_argument("--threads", default="1,2", help="BLAS (and numexpr) thread counts")
     p.add_argument("--runs", type=int, default=9, help="alternated runs of each program")
     p.add_argument("--quick", action="store_true", help="small configurations (a smoke run)")
     args = p.parse_args(argv)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in models if m not in FULL]
+    import relaygraph as rg
+
+    known = rg.zoo.names()
+    models = known if args.zoo else [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in known]
     if unknown:
-        p.error(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(FULL)})")
+        p.error(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    try:
+        rg.transform.named_pipeline(args.pipeline)
+    except rg.RelayError as exc:
+        p.error(str(exc))
     threads = [int(t) for t in args.threads.split(",")]
     cost = args.cost or default_cost()
     if _limiter() is not None or len(threads) == 1:
         if _limiter() is None and os.environ.get("OPENBLAS_NUM_THREADS") != str(threads[0]):
             return _in_subprocess(argv, threads)
-        report(run(models, threads, cost, args.runs, args.quick), cost)
+        report(run(models, threads, cost, args.runs, args.quick, args.pipeline), cost, args.pipeline)
         return 0
     return _in_subprocess(argv, threads)
 
@@ -134,10 +201,17 @@ def _in_subprocess(argv, threads: list[int]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     base = [a for i, a in enumerate(argv) if not a.startswith("--threads")
             and not (i > 0 and argv[i - 1] == "--threads")]
+    from relaygraph.egraph.cpu_cost import profile_path
+
+    # A cpu profile is made for one thread count: each count keeps its own (calibrated once).
+    profiles = os.path.dirname(profile_path())
     status = 0
     for n in threads:
         env = dict(os.environ, **{v: str(n) for v in _THREAD_VARS}, NUMEXPR_NUM_THREADS=str(n))
-        print(f"== {n} BLAS thread(s), in a subprocess", flush=True)
+        if len(threads) > 1:
+            env["RELAYGRAPH_PROFILE_DIR"] = os.path.join(profiles, f"blas-threads-{n}")
+        print(f"== {n} BLAS thread(s), in a subprocess (cpu profile in "
+              f"{env.get('RELAYGRAPH_PROFILE_DIR', profiles)})", flush=True)
         status |= subprocess.call([sys.executable, __file__, *base, "--threads", str(n)], env=env)
     return status
 

@@ -194,6 +194,7 @@ def test_cpu_cost_of_matmul_reads_n_from_the_output():
 
 
 def test_calibration_measures_the_fused_matmul_ops():
-    ratios = default_profile(progress=False).profile.fused_ratio
+    # measured against the matmul kernel per (M, N, K), as the dense-anchored ops are against dense
+    rows = default_profile(progress=False).profile.fused
     for op in ("fused.matmul_bias", "fused.matmul_bias_gelu"):
-        assert op in ratios and ratios[op] > 0
+        assert rows.get(op) and all(len(row) == 4 and row[-1] > 0 for row in rows[op])

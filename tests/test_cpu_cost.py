@@ -140,7 +140,9 @@ def test_quick_calibration_figures_are_sane(model):
         times = [t for _, t in p.curve(name)]
         assert times == sorted(times) and times[0] > 0, name  # more work never predicts less time
     assert len(p.gemm) >= 8 and len(p.bmm) >= 8
-    assert all(r > 0 for r in p.fused_ratio.values()) and "fused.dense_bias" in p.fused_ratio
+    assert {"fused.dense_bias", "fused.conv2d_bias", "fused.add_relu"} <= set(p.fused)
+    assert all(row[-1] > 0 for rows in p.fused.values() for row in rows)
+    assert p.conv and p.conv_transpose and all(row[-1] > 0 for row in p.conv + p.conv_transpose)
     # a larger matmul takes longer; the curve grows with work beyond its last point
     assert model.gemm_time(256, 256, 256) > model.gemm_time(16, 16, 16)
     big = p.curve("add")[-1]
@@ -219,3 +221,132 @@ def test_profile_of_control_flow_is_refused(tmp_path, capsys, model):
     assert main(["profile", str(path)]) == 2
     err = capsys.readouterr().err
     assert "profile runs dataflow programs" in err and "If" in err and "Traceback" not in err
+
+
+def test_clock_is_cpu_time_only_on_one_thread():
+    assert cpu_cost.clock_of({"blas threads": 1, "numexpr threads": 1}) == "cpu"
+    assert cpu_cost.clock_of({"blas threads": 1, "numexpr threads": 0}) == "cpu"
+    assert cpu_cost.clock_of({"blas threads": 2, "numexpr threads": 1}) == "wall"
+    assert cpu_cost.clock_of({"blas threads": 1, "numexpr threads": 4}) == "wall"
+    import time
+
+    assert cpu_cost.timer("cpu") is time.process_time and cpu_cost.timer("wall") is time.perf_counter
+
+
+def test_nearest_takes_an_exact_row_and_stays_between_neighbours():
+    rows = [[1, 1, 2.0], [4, 4, 8.0], [16, 16, 1.0]]
+    assert cpu_cost.nearest(rows, (4, 4)) == 8.0
+    between = cpu_cost.nearest(rows, (2, 2), k=2)
+    assert 2.0 < between < 8.0
+    assert cpu_cost.nearest(rows, (1e6, 1e6), k=1) == 1.0  # far away: the nearest row's value
+
+
+def test_profile_has_in_program_factors_per_kind(model):
+    factors = model.profile.in_program
+    assert {"kind:conv", "kind:gemm", "kind:elementwise"} <= set(factors)
+    assert all(0.5 <= f <= 3.0 for f in factors.values())
+    x, w = T((16, 64), "float32"), T((64, 64), "float32")
+    assert model("nn.dense", {}, [x, w], x) == pytest.approx(
+        model.profile.dispatch + model.kernel("nn.dense", {}, [x, w], x) * factors["kind:gemm"])
+    # each op takes its kind's factor; a fused op its anchor's
+    y = T((1, 4, 8, 8), "float32")
+    assert model.factor("nn.conv2d_transpose") == factors["kind:conv"]
+    assert model.factor("fused.dense_bias") == factors["kind:gemm"]
+    assert model.factor("sigmoid") == factors["kind:elementwise"]
+    assert model("negative", {}, [y], y) > model.profile.dispatch
+
+
+def test_fused_convolution_costs_its_convolution_times_the_measured_epilogue(model):
+    attrs = {"padding": (1, 1)}
+    x, w, b = T((1, 16, 28, 28), "float32"), T((16, 16, 3, 3), "float32"), T((16,), "float32")
+    out = T((1, 16, 28, 28), "float32")
+    conv = model.kernel("nn.conv2d", attrs, [x, w], out)
+    full = rg.ops.lookup("fused.conv2d_bias").resolve(attrs)
+    fused = model.kernel("fused.conv2d_bias", full, [x, w, b], out)
+    features = cpu_cost.conv_features(16, 16, 3, 3, 16 * 784)
+    ratio = cpu_cost.nearest(model.profile.fused["fused.conv2d_bias"], features)
+    assert fused == pytest.approx(conv * ratio)
+    # the fused op is priced by what its kernel measured, not by its parts' sum
+    parts = conv + model.kernel("nn.bias_add", {"axis": 1}, [out, b], out)
+    assert fused != pytest.approx(parts)
+
+
+def test_conv2d_transpose_has_its_own_calibration(model):
+    attrs = rg.ops.lookup("nn.conv2d_transpose").resolve({"strides": (2, 2), "padding": (1, 1)})
+    x, w = T((1, 16, 4, 4), "float32"), T((16, 8, 4, 4), "float32")
+    out = T((1, 8, 8, 8), "float32")
+    t = model.kernel("nn.conv2d_transpose", attrs, [x, w], out)
+    # the calibrated shape is this one: the prediction is its measured time over the estimate
+    assert t > model.profile.conv_call
+    assert model.profile.conv_transpose[0][:4] == list(cpu_cost.conv_features(8, 16, 4, 4, 8 * 64))
+    bigger = model.kernel("nn.conv2d_transpose", attrs, [T((1, 64, 16, 16), "float32"), T((64, 32, 4, 4),
+                                                                                           "float32")],
+                          T((1, 32, 32, 32), "float32"))
+    assert bigger > t
+
+
+def test_profile_runs_function_literals_and_lets(model):
+    """The zoo LSTM calls let-bound function literals, which the executor inlines: so does profile."""
+    mod, params = rg.zoo.get("lstm", small=True)
+    prof = rg.profile(mod, params, runs=2, progress=False)
+    assert prof.by_op["nn.dense"]["calls"] == 2 * 3 and prof.measured_program > 0
+    assert prof.clock == model.profile.clock
+    assert rg.egraph.program_profile.predict(mod, params) == pytest.approx(prof.predicted_program)
+    flat = rg.egraph.program_profile.dataflow_form(rg.infer_type(mod))
+    assert not any(isinstance(n, (rg.ir.expr.Let, rg.ir.expr.Function))
+                   for n in rg.ir.traversal.iter_post_order(flat["main"].body))
+    inputs = rg.zoo.example_inputs(mod, params)
+    before = rg.evaluate(mod, *[params.get(p.name_hint, inputs.get(p.name_hint)) for p in mod["main"].params])
+    after = rg.evaluate(flat, *[params.get(p.name_hint, inputs.get(p.name_hint)) for p in mod["main"].params])
+    np.testing.assert_allclose(np.asarray(after), np.asarray(before), rtol=1e-6)
+
+
+def test_profile_cli_of_the_lstm(capsys, model):
+    assert main(["profile", "--model", "lstm", "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "nn.dense" in out and "sigmoid" in out
+
+
+def test_time_programs_alternates_and_takes_the_probe(model):
+    from relaygraph.egraph.calibrate import Probe
+    from relaygraph.egraph.program_profile import time_programs
+
+    mod, params = rg.zoo.get("residual-mlp")
+    bound = rg.infer_type(rg.egraph.optimize.bind_params(mod, params, "main"))
+    inputs = rg.eval.inputs.random_inputs(bound, 0)
+    probe = Probe(model.profile.clock)
+    by_clock, by_wall, probed = time_programs([bound, bound], inputs, runs=3, probe=probe)
+    assert len(by_clock) == len(by_wall) == 2 and all(t > 0 for t in by_clock + by_wall)
+    assert probed > 0 and model.profile.probe > 0  # the calibration took the probe too
+    assert time_programs([bound], inputs, runs=1)[2] is None
+    with pytest.raises(rg.RelayError, match="runs must be a positive integer"):
+        time_programs([bound], inputs, runs=0)
+    with pytest.raises(rg.RelayError, match="at least one program"):
+        time_programs([], inputs)
+
+
+def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_path, monkeypatch, capsys):
+    """This machine's profile in another format (an older relaygraph wrote it) is never read: it
+    is calibrated again, or refused with --no-calibrate; a foreign machine's is refused either way."""
+    data = json.loads(open(cpu_cost.profile_path()).read())
+    old = {"key": dict(data["key"], format=cpu_cost.FORMAT - 2), "dispatch": 1e-6, "curves": {}}
+    (tmp_path / "cpu-profile.json").write_text(json.dumps(old))
+    monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
+    monkeypatch.setenv("RELAYGRAPH_CALIBRATE", "quick")
+    with pytest.raises(cpu_cost.StaleProfileError, match=f"format {cpu_cost.FORMAT - 2}"):
+        load_profile(str(tmp_path / "cpu-profile.json"))
+    assert main(["optimize", "--model", "residual-mlp", "--no-calibrate", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"format {cpu_cost.FORMAT - 2}" in err and "relaygraph calibrate" in err and "Traceback" not in err
+    cpu_cost.reset_default()
+    try:
+        fresh = default_profile(progress=False)
+        assert fresh.profile.key == machine_key() and fresh.profile.conv
+        assert json.loads((tmp_path / "cpu-profile.json").read_text())["key"]["format"] == cpu_cost.FORMAT
+        # another machine's profile in an old format is still refused, naming what differs
+        (tmp_path / "cpu-profile.json").write_text(json.dumps({**old, "key": dict(old["key"], cpu="Other")}))
+        cpu_cost.reset_default()
+        with pytest.raises(ProfileError, match="'Other'"):
+            default_profile(progress=False)
+    finally:
+        cpu_cost.reset_default()

@@ -84,7 +84,7 @@ def test_tensat_figure_labels_every_panel_and_names_its_extractors(tmp_path):
     saved = json.loads((ROOT / "papers" / "tensat" / "results.json").read_text())
     fig = run.plot(saved["rows"], saved["node_limits"], tmp_path / "r.png", machine="test box")
     assert (tmp_path / "r.png").stat().st_size > 0
-    assert "latency" in fig._suptitle.get_text() and "test box" in fig._suptitle.get_text()
+    assert "cpu cost model" in fig._suptitle.get_text() and "test box" in fig._suptitle.get_text()
     reduction, speedup, sweep = fig.axes[:3]
     for ax in (reduction, speedup, sweep):
         _labelled(ax)
@@ -92,6 +92,10 @@ def test_tensat_figure_labels_every_panel_and_names_its_extractors(tmp_path):
     legend = [t.get_text() for t in reduction.get_legend().get_texts()]
     assert any("greedy" in t for t in legend) and any("ILP" in t for t in legend)
     assert "ILP" in sweep.get_ylabel()  # the sweep's quantity is the ILP panel's quantity
+    # the speedup panel sets the e-graph beside TVM's pipeline, predicted and measured
+    series = [t.get_text() for t in speedup.get_legend().get_texts()]
+    assert any("e-graph" in t and "measured" in t for t in series)
+    assert any(run.PIPELINE in t and "predicted" in t for t in series)
     # the legend covers no bar
     canvas = FigureCanvasAgg(fig)  # the figure was closed after saving
     canvas.draw()

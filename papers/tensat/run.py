@@ -1,8 +1,14 @@
 """Reproduce the shape of TENSAT's study with relaygraph; writes results.md, results.json and plots.
 
-For each model: cost reduction under the latency model, measured numpy speedup of the extracted
-program (original and optimized alternated in one process, medians), optimization time, greedy
-DAG against ILP extraction, and (for BERT) the effect of the e-graph node limit.
+For each model, under the calibrated ``cpu`` cost model: the predicted and the measured numpy
+speedup of the extracted program, beside TVM's opt-level-3 pass pipeline (``tvm-o3``) on the same
+program (original, pipeline and e-graph programs alternated in one process, medians), optimization
+time, greedy DAG against ILP extraction, and (for BERT) the effect of the e-graph node limit.
+
+The CPU profile is calibrated at the start of the run (``--profile-dir`` reuses one), and the
+cells use it. BLAS and numexpr run on one thread, so the profile and the programs are timed by
+CPU time, which the other work on a shared machine does not inflate; wall-clock medians and the
+load average are recorded beside them.
 
 The work runs as a study (``study.toml``: one cell per model and per node limit, through
 ``rg.study.run``), with its results in ``results.sqlite``: a rerun after an interruption only
@@ -18,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,8 +35,11 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 import relaygraph as rg  # noqa: E402
+from relaygraph.egraph.calibrate import calibrate  # noqa: E402
+from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
 from relaygraph.egraph.extract.bench import machine_description  # noqa: E402
-from relaygraph.egraph.optimize import compare_times, random_inputs  # noqa: E402
+from relaygraph.egraph.optimize import random_inputs  # noqa: E402
+from relaygraph.egraph.program_profile import predict, time_programs  # noqa: E402
 
 # Configurations sized for a 2-core CPU run; --full uses the zoo's defaults.
 MODELS = {
@@ -42,15 +52,17 @@ MODELS = {
 }
 NODE_LIMITS = (150, 250, 400, 600, 1_000)
 RUNS = 7
+PIPELINE = "tvm-o3"
 
 
 def study(name: str, options: dict, time_limit: float) -> dict:
     mod, params = rg.zoo.get(name, **options)
     row: dict = {"model": name, "options": {k: list(v) if isinstance(v, tuple) else v
                                             for k, v in options.items()}}
+    row["load_start"] = os.getloadavg()[0]
     for extractor in ("greedy-dag", "ilp"):
         start = time.perf_counter()
-        res = rg.optimize(mod, params=params, extractor=extractor, time_limit=time_limit,
+        res = rg.optimize(mod, params=params, cost="cpu", extractor=extractor, time_limit=time_limit,
                           check=True, repeats=1, timing_budget=0, ilp_time_limit=60)
         row[extractor] = {"seconds": time.perf_counter() - start, "cost_before": res.cost_before,
                           "cost_after": res.cost_after, "optimal": res.optimal,
@@ -58,10 +70,21 @@ def study(name: str, options: dict, time_limit: float) -> dict:
                           "enodes": res.saturation.nodes, "check": res.check_passed,
                           "max_abs_error": res.max_abs_error}
         if extractor == "ilp":  # the measured program is rg.optimize's default choice
-            inputs = random_inputs(res.original["main"], seed=1)
-            before, after, _, _ = compare_times(res.original, res.module, inputs, RUNS)
-            row["numpy_ms_before"], row["numpy_ms_after"] = before * 1e3, after * 1e3
-            row["speedup"] = before / after
+            original = rg.infer_type(res.original)
+            piped = rg.transform.named_pipeline(PIPELINE)(original)
+            optimized = rg.infer_type(res.module)
+            inputs = random_inputs(original["main"], seed=1)
+            load = os.getloadavg()[0]
+            times, wall, _ = time_programs([original, piped, optimized], inputs, RUNS)
+            row["load"] = (load + os.getloadavg()[0]) / 2
+            for key, prog, t, w in zip(("before", "pipeline", "after"), (original, piped, optimized),
+                                       times, wall, strict=True):
+                row[f"numpy_ms_{key}"], row[f"wall_ms_{key}"] = t * 1e3, w * 1e3
+                row[f"predicted_ms_{key}"] = predict(prog) * 1e3
+            row["speedup"] = times[0] / times[2]
+            row["pipeline_speedup"] = times[0] / times[1]
+            row["predicted_speedup"] = row["predicted_ms_before"] / row["predicted_ms_after"]
+            row["predicted_pipeline_speedup"] = row["predicted_ms_before"] / row["predicted_ms_pipeline"]
     return row
 
 
@@ -69,7 +92,7 @@ def sweep_point(limit: int, time_limit: float) -> dict:
     """BERT optimized under one node limit (ILP extraction, no timing)."""
     mod, params = rg.zoo.get("bert", **MODELS["bert"])
     start = time.perf_counter()
-    res = rg.optimize(mod, params=params, node_limit=limit, time_limit=time_limit, check=False)
+    res = rg.optimize(mod, params=params, cost="cpu", node_limit=limit, time_limit=time_limit, check=False)
     return {"node_limit": limit, "enodes": res.saturation.nodes,
             "stop": res.saturation.stop_reason, "stop_detail": res.saturation.stop_detail,
             "extractor": "ilp", "cost_after": res.cost_after,
@@ -126,43 +149,57 @@ def _reduction(part: dict) -> float:
 
 
 def write_markdown(rows: list[dict], sweep: list[dict], path: Path) -> None:
+    loads = [r["load"] for r in rows if "load" in r]
     lines = ["# Results (generated by run.py)", "",
-             f"Cost model: latency (roofline per kernel plus launch overhead). Timings: numpy on "
-             f"{machine_description()}, median of {RUNS}. `rg.optimize` extracts with ILP by default; "
-             "the greedy DAG columns show what greedy extraction alone reaches.", "",
-             "| model | latency cost before | after (greedy) | reduction (greedy) | after (ILP) | "
-             "reduction (ILP) | ILP optimal | e-nodes | saturation | numpy before | numpy after (ILP) | "
-             "speedup (ILP) | optimize time (greedy) |",
-             "|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|"]
+             f"Cost model: `cpu` (this machine's calibrated profile: seconds of the numpy executor per "
+             f"node). Timings: numpy on {machine_description()}, one BLAS thread, CPU time (the wall "
+             f"clock is in results.json), median of {RUNS} runs of the original, the {PIPELINE} "
+             "pipeline's and the e-graph's programs, alternated in one process. `rg.optimize` "
+             "extracts with ILP by default; the greedy DAG columns show what greedy extraction alone "
+             "reaches. The machine was shared with other jobs: load average "
+             f"{min(loads, default=0):.1f} to {max(loads, default=0):.1f} while the programs were timed "
+             "(the last column).", "",
+             "| model | predicted before | after (greedy) | after (ILP) | reduction (ILP) | ILP optimal | "
+             f"e-nodes | saturation | measured before | e-graph after | e-graph speedup: predicted | "
+             f"measured | {PIPELINE}: predicted | measured | {PIPELINE} speedup: predicted | measured | "
+             "optimize time (ILP) | load |",
+             "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         g, i = r["greedy-dag"], r["ilp"]
-        lines.append(f"| {r['model']} | {g['cost_before']:.4g} | {g['cost_after']:.4g} | "
-                     f"{_reduction(g):.1%} | {i['cost_after']:.4g} | {_reduction(i):.1%} | {i['optimal']} | "
-                     f"{g['enodes']} | {g['saturation']} | {r['numpy_ms_before']:.2f} ms | "
-                     f"{r['numpy_ms_after']:.2f} ms | {r['speedup']:.2f}x | {g['seconds']:.1f} s |")
-    lines += ["", "## BERT: effect of the node limit (ILP extraction)", "",
+        lines.append(f"| {r['model']} | {r['predicted_ms_before']:.2f} ms | {g['cost_after'] * 1e3:.2f} ms | "
+                     f"{i['cost_after'] * 1e3:.2f} ms | {_reduction(i):.1%} | {i['optimal']} | "
+                     f"{i['enodes']} | {i['saturation']} | {r['numpy_ms_before']:.2f} ms | "
+                     f"{r['numpy_ms_after']:.2f} ms | {r['predicted_speedup']:.2f}x | {r['speedup']:.2f}x | "
+                     f"{r['predicted_ms_pipeline']:.2f} ms | {r['numpy_ms_pipeline']:.2f} ms | "
+                     f"{r['predicted_pipeline_speedup']:.2f}x | {r['pipeline_speedup']:.2f}x | "
+                     f"{i['seconds']:.1f} s | {r['load']:.1f} |")
+    lines += ["", "Predicted times are the `cpu` model's for the whole program (`rg.egraph.program_profile"
+              ".predict`); the greedy and ILP columns are the extraction's own cost of the program it "
+              "chose, in the same seconds.", "",
+              "## BERT: effect of the node limit (ILP extraction)", "",
               "Saturation checks the node limit between iterations, so the iteration that crosses "
               "the limit can leave the e-graph well above it: the e-nodes column is the size "
               "actually reached.", "",
-              "| node limit | e-nodes reached | stopped | latency cost after (ILP) | reduction (ILP) "
+              "| node limit | e-nodes reached | stopped | cpu cost after (ILP) | reduction (ILP) "
               "| time |",
               "|---:|---:|---|---:|---:|---:|"]
     for s in sweep:
         lines.append(f"| {s['node_limit']} | {s['enodes']} | {s.get('stop_detail', s['stop'])} | "
-                     f"{s['cost_after']:.4g} | {_reduction(s):.1%} | {s['seconds']:.1f} s |")
+                     f"{s['cost_after'] * 1e3:.2f} ms | {_reduction(s):.1%} | {s['seconds']:.1f} s |")
     path.write_text("\n".join(lines) + "\n")
 
 
 def plot(rows: list[dict], sweep: list[dict], path: Path, machine: str | None = None):
-    """Three panels: model cost reduction (greedy and ILP), measured speedup, BERT's node limit."""
+    """Three panels: cpu-model cost reduction (greedy and ILP), predicted and measured speedups of
+    the e-graph's and the pipeline's programs, BERT's node limit."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, NullFormatter, PercentFormatter
 
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 5.5), layout="constrained",
-                                  gridspec_kw={"width_ratios": [1.3, 1.0, 1.0]})
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 5.5), layout="constrained",
+                                  gridspec_kw={"width_ratios": [1.1, 1.4, 1.0]})
     names = [r["model"] for r in rows]
     xs = range(len(names))
     for k, (ext, label) in enumerate((("greedy-dag", "greedy DAG extraction"),
@@ -171,21 +208,31 @@ def plot(rows: list[dict], sweep: list[dict], path: Path, machine: str | None = 
         pos = [x + (k - 0.5) * 0.38 for x in xs]
         a.bar(pos, vals, 0.38, label=label, color=f"C{k}")
         for x, v in zip(pos, vals, strict=True):
-            a.text(x, v, f"{v:.1%}", ha="center", va="bottom", rotation=90, fontsize=7)
+            a.text(x, max(v, 0), f"{v:.1%}", ha="center", va="bottom", rotation=90, fontsize=7)
     a.set_xticks(list(xs), names, rotation=25, ha="right")
-    a.set_ylim(0, 1)
+    top = max([_reduction(r[e]) for r in rows for e in ("greedy-dag", "ilp")] + [0.05])
+    a.set_ylim(min(0, min(_reduction(r["ilp"]) for r in rows)), min(1, top * 1.6))
     a.yaxis.set_major_formatter(PercentFormatter(1.0))
-    a.set_ylabel("latency-model cost reduction (1 - after / before)")
+    a.set_ylabel("cpu-model cost reduction (1 - after / before)")
     a.set_xlabel("model")
-    a.set_title("cost reduction under the latency model")
+    a.set_title("predicted time saved (cpu model)")
     a.legend(loc="upper left", fontsize=8)
 
-    speed = [r["speedup"] for r in rows]
-    b.bar(list(xs), [v - 1 for v in speed], 0.6, bottom=1.0, color="C2")
-    for x, v in zip(xs, speed, strict=True):
-        b.text(x, v, f"{v:.2f}x", ha="center", va="bottom" if v >= 1 else "top", fontsize=8)
+    series = (("predicted_speedup", "e-graph, predicted", "C0", "//"),
+              ("speedup", "e-graph, measured", "C0", ""),
+              ("predicted_pipeline_speedup", f"{PIPELINE}, predicted", "C3", "//"),
+              ("pipeline_speedup", f"{PIPELINE}, measured", "C3", ""))
+    width = 0.2
+    values = [r[key] for r in rows for key, *_ in series]
+    for k, (key, label, color, hatch) in enumerate(series):
+        vals = [r[key] for r in rows]
+        pos = [x + (k - 1.5) * width for x in xs]
+        b.bar(pos, [v - 1 for v in vals], width, bottom=1.0, color=color, hatch=hatch, label=label,
+              alpha=0.55 if hatch else 1.0, edgecolor="white" if not hatch else color)
+        for x, v in zip(pos, vals, strict=True):
+            b.text(x, v, f"{v:.2f}", ha="center", va="bottom" if v >= 1 else "top", fontsize=6, rotation=90)
     b.set_yscale("log")
-    lo, hi = min(1 / 1.3, min(speed) / 1.08), max(1.3, max(speed) * 1.08)
+    lo, hi = min(1 / 1.15, min(values) / 1.05), max(1.15, max(values) * 1.08)
     b.set_ylim(lo, hi)
     b.set_yticks([t for t in (0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0) if lo <= t <= hi])
     b.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
@@ -193,28 +240,29 @@ def plot(rows: list[dict], sweep: list[dict], path: Path, machine: str | None = 
     b.axhline(1.0, color="black", linewidth=0.8)
     b.set_xticks(list(xs), names, rotation=25, ha="right")
     b.set_xlabel("model")
-    b.set_ylabel("numpy time before / after (log scale)")
-    b.set_title(f"measured speedup of the ILP program (median of {RUNS})")
+    b.set_ylabel("time before / after (log scale)")
+    b.set_title(f"speedup over the original: e-graph vs {PIPELINE} (median of {RUNS})")
+    b.legend(loc="upper left", fontsize=7, ncol=2)
 
     limits = [s["node_limit"] for s in sweep]
     red = [_reduction(s) for s in sweep]
     c.plot(limits, red, "o-", color="C1", label="ILP extraction")
     for s, v in zip(sweep, red, strict=True):
         c.annotate(f"{v:.1%}\n{s['enodes']} e-nodes", (s["node_limit"], v), textcoords="offset points",
-                   xytext=(0, -26), ha="center", fontsize=7)
+                   xytext=(0, 8 if v < 0.1 * max(red + [0.05]) else -26), ha="center", fontsize=7)
     c.set_xscale("log")
     c.set_xlim(min(limits) / 1.25, max(limits) * 1.25)
     c.set_xticks(limits, [str(n) for n in limits])
     c.xaxis.set_minor_formatter(NullFormatter())
-    c.set_ylim(0, 1)
+    c.set_ylim(min(0, min(red)), max(0.05, max(red) * 1.6))
     c.yaxis.set_major_formatter(PercentFormatter(1.0))
     c.set_xlabel("e-graph node limit (log scale)")
     c.text(0.98, 0.03, "the limit is checked between iterations,\nso the e-graph can overshoot it",
            transform=c.transAxes, ha="right", va="bottom", fontsize=8)
-    c.set_ylabel("latency-model cost reduction (ILP)")
+    c.set_ylabel("cpu-model cost reduction (ILP)")
     c.set_title("BERT: effect of the node limit")
     c.legend(loc="upper left", fontsize=8)
-    fig.suptitle("TENSAT's study on relaygraph: latency cost model; timings with numpy on "
+    fig.suptitle("TENSAT's study on relaygraph: cpu cost model; timings with numpy on "
                  f"{machine or machine_description()}")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -227,6 +275,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--new", action="store_true", help="run every cell again (a new database)")
+    parser.add_argument("--profile-dir", help="use (or make) the CPU profile here, not a new one")
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw results.png and results.md from results.json")
     args = parser.parse_args()
@@ -235,6 +284,20 @@ def main() -> None:
         write_markdown(saved["rows"], saved["node_limits"], HERE / "results.md")
         plot(saved["rows"], saved["node_limits"], HERE / "results.png")
         return
+    # numexpr on one thread as well, so the profile and the programs are timed by CPU time (set
+    # here, not on import: a process that imports this file keeps its own setting)
+    os.environ.setdefault("NUMEXPR_NUM_THREADS", "1")
+    if "numexpr" in sys.modules:
+        sys.modules["numexpr"].set_num_threads(int(os.environ["NUMEXPR_NUM_THREADS"]))
+    if args.profile_dir:
+        os.environ["RELAYGRAPH_PROFILE_DIR"] = args.profile_dir
+        default_profile()  # made once when missing; the cells (child processes) read it
+    else:  # calibrated now, so the profile sees the machine as the cells will
+        os.environ["RELAYGRAPH_PROFILE_DIR"] = tempfile.mkdtemp(prefix="tensat-profile-")
+        load = os.getloadavg()[0]
+        profile = calibrate()
+        print(f"calibrated in {profile.data['seconds']:.1f} s, load average {load:.1f}-"
+              f"{os.getloadavg()[0]:.1f}", flush=True)
     rows, sweep = run_study(args.models, args.full, args.time_limit, args.new)
     (HERE / "results.json").write_text(json.dumps({"rows": rows, "node_limits": sweep,
                                                    "cpu_count": os.cpu_count()}, indent=2,

@@ -2,17 +2,28 @@
 
 Everything is measured through the kernels the executor runs (the op table's kernels, called
 with the attributes a Relay call carries; the executor's plan for dispatch; the fused-group
-kernels for numexpr groups and fused ops), on float32 data:
+kernels for numexpr groups and fused ops), on float32 data, by the profile's clock (CPU time
+when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clock_of``):
 
-- dispatch: a plan of many one-element ops, less the op's own time, per instruction;
+- dispatch: a plan of many small ops, less the ops' own time, per instruction;
 - a time curve over the work size for each elementwise, reduction, layout and pooling op the
-  profile names, and for contiguous and strided (transposing) copies;
-- the dense kernel on a grid of (M, N, K) and batch-matmul on a grid of (B, M, N, K);
-- conv2d on typical shapes: the ratio of its time to the structural estimate (padding, window
-  copy, GEMM, result copy), per size, for 1x1 and larger kernels; grouped convolution as a curve;
-- numexpr groups of one and of four ops, and each fused op's time over its parts' estimate.
+  profile names (pooling with and without overlapping windows), and for contiguous and strided
+  copies; elementwise data has both signs where the op allows, as activations do;
+- the dense kernel on a grid of (M, N, K), each call reading a cold weight (as a program reads
+  each weight once a run), and batch-matmul on a grid of (B, M, N, K);
+- conv2d on the kinds of layer image models have: its time over a structural estimate (one
+  matrix product over gathered columns), per shape, looked up by the nearest calibrated shapes;
+  conv2d_transpose likewise; grouped convolution as a curve;
+- every fused op of the op table anchored on a convolution or a dense: its kernel's time over
+  the anchor's on the same inputs, per shape (so a new or faster fused kernel is covered by
+  calibrating again); the other fused ops and numexpr groups over their parts' prediction;
+- in-program factors per op kind: synthetic programs (a convolutional and a transformer-like
+  block) run through the executor with each instruction timed in place, against the same kernel
+  looped on the same inputs;
+- a probe (``Probe``), a few fixed kernels timed during calibration, to compare the machine's
+  speed at another time (under another load) with the profile's.
 
-The full mode takes about a minute; ``quick=True`` takes a few seconds on fewer, smaller shapes.
+The full mode takes about a minute on a quiet machine; ``quick=True`` a few seconds.
 """
 
 from __future__ import annotations
@@ -24,30 +35,77 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..ir.expr import Call, Tuple, TupleGetItem
+from ..ir.module import IRModule
+from ..ir.traversal import iter_post_order
 from ..ir.types import TensorType
-from .cpu_cost import CpuCost, Profile, machine_key, profile_path, reset_default
+from .cpu_cost import (
+    DENSE_LIKE_ANCHORS,
+    CpuCost,
+    Profile,
+    clock_of,
+    conv_features,
+    machine_key,
+    profile_path,
+    reset_default,
+    timer,
+)
 
-__all__ = ["calibrate", "measure"]
+__all__ = ["calibrate", "measure", "Probe"]
 
 F32 = np.float32
+COLD_BYTES = 48 << 20  # more than the last-level caches of the machines this runs on
 
 
-def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-3) -> float:
-    """Seconds of ``fn()``: the median of ``repeats`` samples, each looping enough calls to fill
-    ``min_seconds``. The median, as programs are timed: on a machine shared with other work both
-    then see the same share of it."""
+def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-3,
+            clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds of ``fn()`` by ``clock``: the median of ``repeats`` samples, each looping enough
+    calls to fill ``min_seconds``. The median, as programs are timed."""
     fn()
-    start = time.perf_counter()
+    start = clock()
     fn()
-    once = max(time.perf_counter() - start, 1e-7)
+    once = max(clock() - start, 1e-7)
     loops = max(1, int(min_seconds / once))
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         for _ in range(loops):
             fn()
-        samples.append((time.perf_counter() - start) / loops)
+        samples.append((clock() - start) / loops)
     return statistics.median(samples)
+
+
+class Probe:
+    """A fixed handful of kernels (a convolution, a dense, an add, a batch norm) timed once per
+    call: taken during calibration and again beside a measurement, the ratio says how much slower
+    the machine runs now than when its profile was made (other work sharing its cores and caches)."""
+
+    def __init__(self, clock: str = "wall") -> None:
+        from .cpu_cost import timer
+
+        rng = np.random.default_rng(1)
+        self.clock = timer(clock)
+        x, w = _rand(rng, (1, 64, 28, 28)), _rand(rng, (64, 64, 3, 3))
+        d, dw = _rand(rng, (128, 512)), _rand(rng, (512, 512))
+        a = _rand(rng, (256, 1024))
+        bn = [_rand(rng, (1, 64, 56, 56))] + [_rand(rng, (64,)) for _ in range(4)]
+        self.calls = []
+        for name, args, attrs in (("nn.conv2d", [x, w], {"padding": (1, 1)}), ("nn.dense", [d, dw], {}),
+                                  ("add", [a, a], {}), ("nn.batch_norm", bn, {})):
+            kernel, canon = _call(name, args, **attrs)
+            self.calls.append((kernel, args, canon))
+        self.once()
+
+    def once(self) -> float:
+        """Seconds of one pass over the kernels."""
+        start = self.clock()
+        for kernel, args, attrs in self.calls:
+            kernel(args, attrs)
+        return self.clock() - start
+
+    def __call__(self, repeats: int = 5) -> float:
+        """The median of ``repeats`` passes."""
+        return statistics.median(self.once() for _ in range(repeats))
 
 
 def _rand(rng, shape, low=0.5, high=1.5) -> np.ndarray:
@@ -75,14 +133,30 @@ _UNARY = ("negative", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
 
 
+def _signed(rng, shape) -> np.ndarray:
+    """Values of both signs, as activations have: some kernels (sigmoid, erf) take a branch or
+    a mask by sign or size, and run slower on mixed data than on one-signed data."""
+    return rng.standard_normal(size=shape).astype(F32)
+
+
+_POSITIVE = ("log", "sqrt", "rsqrt", "divide", "power")  # defined (or finite) on positive data
+
+
 def _curve_specs() -> dict[str, Callable]:
     specs: dict[str, Callable] = {}
+
+    def unary(make):
+        return lambda rng, n: ([make(rng, _rows(n, 256))], {})
+
+    def binary(make):
+        return lambda rng, n: ([make(rng, _rows(n, 256)), make(rng, _rows(n, 256))], {})
+
     for name in _UNARY:
-        specs[name] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {})
+        specs[name] = unary(_rand if name in _POSITIVE else _signed)
     for name in _BINARY:
-        specs[name] = lambda rng, n: ([_rand(rng, _rows(n, 256)), _rand(rng, _rows(n, 256))], {})
-    specs["clip"] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {"a_min": 0.6, "a_max": 1.2})
-    specs["nn.leaky_relu"] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {"alpha": 0.1})
+        specs[name] = binary(_rand if name in _POSITIVE else _signed)
+    specs["clip"] = lambda rng, n: ([_signed(rng, _rows(n, 256))], {"a_min": -0.5, "a_max": 0.5})
+    specs["nn.leaky_relu"] = lambda rng, n: ([_signed(rng, _rows(n, 256))], {"alpha": 0.1})
 
     def nchw(n):
         c = 64 if n >= 64 * 16 else 1
@@ -106,16 +180,20 @@ def _curve_specs() -> dict[str, Callable]:
     specs["nn.global_avg_pool2d"] = lambda rng, n: ([_rand(rng, nchw(n))], {})
     specs["nn.avg_pool2d"] = lambda rng, n: (
         [_rand(rng, nchw(max(n // 2, 64)))], {"pool_size": (2, 2), "strides": (2, 2)})
+    # stride 1 (as inception's branches pool): views that overlap, a different cost per window element
+    for name in ("nn.max_pool2d", "nn.avg_pool2d"):
+        specs[f"{name}@s1"] = lambda rng, n: (
+            [_rand(rng, nchw(max(n // 9, 64)))], {"pool_size": (3, 3), "strides": (1, 1), "padding": (1, 1)})
     specs["nn.pad"] = lambda rng, n: ([_rand(rng, nchw(n)), np.zeros((), F32)],
                                       {"pad_width": ((0, 0), (0, 0), (1, 1), (1, 1))})
     del specs["concatenate"]
     return specs
 
 
-def _work(name: str, arrays: list, out) -> float:
+def _work(name: str, arrays: list, out, attrs) -> float:
     sizes = [a.size for a in arrays] + [np.asarray(out[0] if isinstance(out, tuple) else out).size]
     if "pool" in name and "global" not in name:
-        return max(max(sizes), np.asarray(out).size * 9 if "max" in name else np.asarray(out).size * 4)
+        return max(max(sizes), np.asarray(out).size * math.prod(attrs["pool_size"]))
     return float(max(sizes))
 
 
@@ -129,33 +207,57 @@ class _Calibration:
         self.min_seconds = 5e-4 if quick else 3e-3
         self.sizes = [1 << 10, 1 << 17] if quick else [1 << 8, 1 << 12, 1 << 15, 1 << 18, 1 << 21]
         self.max_flops = 3e7 if quick else 1.5e9
-        self.data: dict = {"curves": {}, "gemm": [], "bmm": [], "conv_ratio": {}, "fused_ratio": {}}
+        self.clock = clock_of(machine_key())
+        self.timer = timer(self.clock)
+        self.data: dict = {"curves": {}, "gemm": [], "bmm": [], "conv": [[1, 1, 1, 1, 1.0]],
+                           "conv_transpose": [], "fused": {}, "clock": self.clock}
         specs = _curve_specs()
         self.specs = specs
         total = (len(specs) + 3) * len(self.sizes) + len(self._gemm_grid()) + len(self._bmm_grid()) \
-            + len(self._conv_shapes()) + len(self._depthwise_shapes()) + 18
+            + len(self._conv_shapes()) * 2 + len(self._depthwise_shapes()) + len(self._transpose_shapes()) \
+            + len(self._dense_fused_shapes()) + 17
         self.phase = phase("calibrate", f"measuring this machine's numpy executor"
                                         f"{' (quick)' if quick else ''}", total=total,
                            unit="measurement", progress=progress, every=2.0)
 
     def time(self, fn) -> float:
-        return measure(fn, self.repeats, self.min_seconds)
+        return measure(fn, self.repeats, self.min_seconds, self.timer)
 
     def kernel_time(self, kernel, args: list, attrs) -> float:
-        return measure(lambda: kernel(args, attrs), self.repeats, self.min_seconds)
+        return measure(lambda: kernel(args, attrs), self.repeats, self.min_seconds, self.timer)
+
+    def cold_time(self, kernel, args: list, attrs, weight: int = 1) -> float:
+        """Seconds of ``kernel`` with ``args[weight]`` read cold, as a program reads each weight
+        once a run: the calls rotate over copies of the weight that together overflow the cache."""
+        copies = max(1, min(16, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
+        sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
+        turn = [0]
+
+        def call():
+            turn[0] = (turn[0] + 1) % copies
+            return kernel(sets[turn[0]], attrs)
+        return measure(call, self.repeats, self.min_seconds, self.timer)
 
     def step(self, info: str) -> None:
         self.phase.step(info)
 
     def run(self) -> dict:
         started = time.perf_counter()
+        probe = Probe(self.clock)
+        probes = [probe()]
         self.dispatch()
         self.curves()
+        probes.append(probe())
         self.gemm()
         self.bmm()
         self.numexpr()
         self.conv()
+        self.conv_transpose()
+        probes.append(probe())
         self.fused()
+        self.in_program()
+        probes.append(probe())
+        self.data["probe"] = statistics.median(probes)
         self.phase.done()
         self.data["seconds"] = time.perf_counter() - started
         return self.data
@@ -206,9 +308,9 @@ class _Calibration:
             points = []
             for n in self.sizes:
                 arrays, attrs = spec(self.rng, n)
-                kernel, canon = _call(name, arrays, **attrs)
+                kernel, canon = _call(name.split("@")[0], arrays, **attrs)
                 out = kernel(arrays, canon)
-                points.append([_work(name, arrays, out), self.kernel_time(kernel, arrays, canon)])
+                points.append([_work(name, arrays, out, attrs), self.kernel_time(kernel, arrays, canon)])
                 self.step(name)
             curves[name] = _monotone(points)
         copy, strided, concat = [], [], []
@@ -232,7 +334,7 @@ class _Calibration:
         for m, n, k in self._gemm_grid():
             x, w = _rand(self.rng, (m, k)), _rand(self.rng, (n, k))
             kernel, attrs = _call("nn.dense", [x, w])
-            t = self.kernel_time(kernel, [x, w], attrs)
+            t = self.cold_time(kernel, [x, w], attrs)
             self.data["gemm"].append([m, n, k, 2.0 * m * n * k, t])
             self.step(f"dense {m}x{n}x{k}")
 
@@ -270,14 +372,23 @@ class _Calibration:
             self.data["curves"][f"numexpr_{ops}"] = _monotone(points)
 
     def _conv_shapes(self) -> list:
-        # (channels in, image size, channels out, kernel, stride, padding)
-        shapes = [(16, 28, 16, 3, 1, 1), (64, 14, 64, 1, 1, 0), (4, 8, 8, 3, 1, 1), (8, 8, 8, 1, 1, 0)]
+        # (channels in, image size, channels out, kernel (h, w), stride, padding (h, w)): the kinds
+        # of layer image models have, from a 7x7 stem on RGB to deep 1x1 and 1x7 layers
+        shapes = [(16, 28, 16, (3, 3), 1, (1, 1)), (64, 14, 64, (1, 1), 1, (0, 0)),
+                  (4, 8, 8, (3, 3), 1, (1, 1)), (8, 8, 8, (1, 1), 1, (0, 0)), (3, 32, 16, (3, 3), 2, (1, 1))]
         if not self.quick:
-            shapes += [(3, 56, 16, 7, 2, 3), (64, 28, 64, 1, 1, 0), (64, 14, 128, 3, 2, 1),
-                       (128, 14, 128, 3, 1, 1), (256, 7, 64, 1, 1, 0), (64, 56, 64, 3, 1, 1),
-                       (64, 56, 256, 1, 1, 0), (256, 56, 64, 1, 1, 0),
-                       (3, 224, 64, 7, 2, 3), (256, 14, 256, 3, 1, 1), (512, 7, 512, 3, 1, 1),
-                       (1024, 14, 256, 1, 1, 0), (2048, 7, 512, 1, 1, 0), (32, 16, 32, 3, 1, 1)]
+            shapes += [(3, 56, 16, (7, 7), 2, (3, 3)), (64, 28, 64, (1, 1), 1, (0, 0)),
+                       (64, 14, 128, (3, 3), 2, (1, 1)), (128, 14, 128, (3, 3), 1, (1, 1)),
+                       (256, 7, 64, (1, 1), 1, (0, 0)), (64, 56, 64, (3, 3), 1, (1, 1)),
+                       (64, 56, 256, (1, 1), 1, (0, 0)), (256, 56, 64, (1, 1), 1, (0, 0)),
+                       (3, 224, 64, (7, 7), 2, (3, 3)), (3, 224, 64, (3, 3), 1, (1, 1)),
+                       (256, 14, 256, (3, 3), 1, (1, 1)), (512, 7, 512, (3, 3), 1, (1, 1)),
+                       (1024, 14, 256, (1, 1), 1, (0, 0)), (2048, 7, 512, (1, 1), 1, (0, 0)),
+                       (32, 16, 32, (3, 3), 1, (1, 1)), (128, 56, 128, (3, 3), 1, (1, 1)),
+                       (256, 28, 256, (3, 3), 1, (1, 1)), (128, 28, 32, (3, 3), 1, (1, 1)),
+                       (16, 55, 64, (1, 1), 1, (0, 0)), (16, 55, 64, (3, 3), 1, (1, 1)),
+                       (256, 14, 512, (1, 1), 2, (0, 0)), (128, 17, 128, (1, 7), 1, (0, 3)),
+                       (160, 17, 192, (7, 1), 1, (3, 0)), (512, 28, 512, (3, 3), 1, (1, 1))]
         return shapes
 
     def _depthwise_shapes(self) -> list:
@@ -287,26 +398,82 @@ class _Calibration:
                        (1024, 7, 1)]
         return shapes
 
+    def _transpose_shapes(self) -> list:
+        # (channels in, image size, channels out, kernel, stride, padding), as generators upsample
+        shapes = [(16, 4, 8, 4, 2, 1)]
+        if not self.quick:
+            shapes += [(1024, 4, 512, 4, 2, 1), (512, 8, 256, 4, 2, 1), (256, 16, 128, 4, 2, 1),
+                       (128, 32, 3, 4, 2, 1), (64, 16, 64, 3, 1, 1)]
+        return shapes
+
+    def _conv_fused_ops(self) -> list:
+        return [name for name, anchor in self._fused_anchors().items() if anchor == "nn.conv2d"]
+
+    def _fused_anchors(self) -> dict:
+        """Fused ops of the op table whose parts the calibration can build inputs for: the
+        anchor's inputs, then a bias the size of the output channels (or units)."""
+        from ..ops import lookup
+        from ..ops.fused_ops import FUSED_OPS, Arg, definition
+
+        out = {}
+        for name in FUSED_OPS:
+            d = definition(name)
+            record = lookup(name)
+            if d is None or record is None:
+                continue
+            anchor = d.parts[0]
+            n_anchor = sum(1 for r in anchor.inputs if type(r) is Arg)
+            if all(n == "bias" for n in record.input_names[n_anchor:]):
+                out[name] = anchor.op
+        return out
+
     def conv(self) -> None:
-        # the kernel's fixed cost (padding, window view, tensordot's set-up) on a one-pixel image
+        """The conv kernel on each shape, over the structural estimate; each fused op anchored on
+        a convolution on the same inputs, over the convolution (its epilogue's share)."""
+        # the kernel's fixed cost (padding, window view, set-up) on a one-pixel image
         x, w = _rand(self.rng, (1, 1, 4, 4)), _rand(self.rng, (1, 1, 3, 3))
         kernel, attrs = _call("nn.conv2d", [x, w], padding=(1, 1))
         self.data["conv_call"] = self.kernel_time(kernel, [x, w], attrs)
-        self.data["conv_ratio"] = {"1x1": [[1.0, 1.0]], "kxk": [[1.0, 1.0]]}
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
-        ratios: dict[str, list] = {"1x1": [], "kxk": []}
-        for c, size, o, k, stride, pad in self._conv_shapes():
-            x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (o, c, k, k))
-            kernel, attrs = _call("nn.conv2d", [x, w], strides=(stride, stride), padding=(pad, pad))
+        from ..ops.winograd import winograd_weight
+        from .cpu_cost import WINOGRAD, winograd_intensity
+
+        rows = []
+        winograd: list = []
+        fused_ops = self._conv_fused_ops()
+        from ..ops.fused_ops import FUSED_OPS
+
+        residual_ops = [n for n in ("fused.conv2d_add",) if n in FUSED_OPS]  # a residual the output's shape
+        for c, size, o, (kh, kw), stride, (ph, pw) in self._conv_shapes():
+            x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (o, c, kh, kw))
+            conv_attrs = {"strides": (stride, stride), "padding": (ph, pw)}
+            kernel, attrs = _call("nn.conv2d", [x, w], **conv_attrs)
             out = kernel([x, w], attrs)
             t = self.kernel_time(kernel, [x, w], attrs)
             call = self.data["conv_call"]
-            est = model.conv_time(x.shape, o, c, k, k, float(out.size), (pad, pad)) - call
-            flops = 2.0 * out.size * c * k * k
-            ratios["1x1" if k == 1 else "kxk"].append([flops, max(t - call, 0.1 * t) / est])
-            self.step(f"conv2d {c}->{o} {k}x{k} on {size}x{size}")
-        self.data["conv_ratio"] = {kind: _merge(points) for kind, points in ratios.items()}
+            est = model.conv_base(x.shape, o, c, kh, kw, float(out.size), (ph, pw), (stride, stride))
+            features = conv_features(o, c, kh, kw, float(out.size))
+            rows.append([*features, max(t - call, 0.1 * t) / est])
+            self.step(f"conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
+            if (kh, kw) == (3, 3) and stride == 1:  # Winograd's time over the direct kernel's, by
+                u = winograd_weight(w)  # channels, as the median of alternated pairs (the load changes)
+                wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))
+                pairs = [self.kernel_time(wk, [x, u], wattrs) / self.kernel_time(kernel, [x, w], attrs)
+                         for _ in range(3)]
+                winograd.append([winograd_intensity(c, o), statistics.median(pairs)])
+            if 2.0 * out.size * c * kh * kw > 4e8:
+                continue  # the epilogue's share of the largest is read off the nearest smaller ones
+            for name in fused_ops + residual_ops:
+                extra = [_rand(self.rng, (o,))] if "bias" in name else \
+                    [_rand(self.rng, out.shape)] if name in residual_ops else []
+                arrays = [x, w, *extra]
+                fk, fattrs = _call(name, arrays, **conv_attrs)
+                self.data["fused"].setdefault(name, []).append(
+                    [*features, self.kernel_time(fk, arrays, fattrs) / t])
+            self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
+        self.data["conv"] = rows
+        self.data["curves"]["winograd_ratio"] = _merge(winograd)
         grouped = []
         for c, size, stride in self._depthwise_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, 1, 3, 3))
@@ -316,39 +483,175 @@ class _Calibration:
             self.step(f"depthwise conv2d {c} on {size}x{size}")
         self.data["curves"]["conv_grouped"] = _monotone(grouped)
 
-    def fused(self) -> None:
-        from ..ops.fused_ops import FUSED_OPS
+    def conv_transpose(self) -> None:
+        """conv2d_transpose over its estimate as the convolution it runs (see CpuCost)."""
+        model = CpuCost(Profile(dict(self.data, key={})))
+        for c, size, o, k, stride, pad in self._transpose_shapes():
+            x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, o, k, k))
+            kernel, attrs = _call("nn.conv2d_transpose", [x, w], strides=(stride, stride), padding=(pad, pad))
+            out = kernel([x, w], attrs)
+            t = self.kernel_time(kernel, [x, w], attrs)
+            types = [TensorType(x.shape, "float32"), TensorType(w.shape, "float32")]
+            est = model.kernel("nn.conv2d_transpose", attrs, types, TensorType(out.shape, "float32"))
+            self.data["conv_transpose"].append([*conv_features(o, c, k, k, float(out.size)), t / est])
+            self.step(f"conv2d_transpose {c}->{o} on {size}x{size}")
 
+    def _dense_fused_shapes(self) -> list:
+        # tiny shapes too: there the fused kernel's fixed cost (its steps in Python) shows
+        return [(1, 64, 64), (16, 256, 256), (128, 512, 128)] if self.quick else \
+            [(1, 64, 64), (1, 256, 256), (8, 128, 128), (1, 1024, 1024), (16, 256, 256), (128, 512, 128),
+             (128, 768, 768), (128, 3072, 768), (512, 1024, 256), (64, 64, 64), (1, 4096, 4096)]
+
+    def fused(self) -> None:
+        """Fused dense ops over the dense kernel on the same inputs, per shape; the other fused
+        ops over their parts' prediction, at a few sizes."""
         model = CpuCost(Profile(dict(self.data, key={})))
         r = self.rng
-        conv = ([_rand(r, (1, 32, 28, 28)), _rand(r, (32, 32, 3, 3))], {"padding": (1, 1)})
-        dense = ([_rand(r, (128, 256)), _rand(r, (256, 256))], {})
-        elem = [_rand(r, (256, 512)) for _ in range(3)]
-        inputs = {
-            "fused.conv2d_bias": (conv[0] + [_rand(r, (32,))], conv[1]),
-            "fused.conv2d_relu": conv, "fused.conv2d_bias_relu": (conv[0] + [_rand(r, (32,))], conv[1]),
-            "fused.dense_bias": (dense[0] + [_rand(r, (256,))], {}), "fused.dense_relu": dense,
-            "fused.dense_bias_relu": (dense[0] + [_rand(r, (256,))], {}),
-            "fused.dense_bias_gelu": (dense[0] + [_rand(r, (256,))], {}),
-            "fused.matmul_bias": ([dense[0][0], np.ascontiguousarray(dense[0][1].T), _rand(r, (256,))], {}),
-            "fused.matmul_bias_gelu": ([dense[0][0], np.ascontiguousarray(dense[0][1].T),
-                                        _rand(r, (256,))], {}),
-            "fused.add_relu": (elem[:2], {}), "fused.add_tanh": (elem[:2], {}),
-            "fused.add_sigmoid": (elem[:2], {}), "fused.multiply_add": (elem, {}),
-            "fused.add_layer_norm": (elem[:2] + [_rand(r, (512,)), _rand(r, (512,))], {"axis": -1}),
-            "fused.multiply_softmax": ([_rand(r, (8, 64, 64)), np.asarray(0.125, F32)], {"axis": -1}),
+        anchors = self._fused_anchors()
+        dense_ops = [n for n, anchor in anchors.items() if anchor == "nn.dense"]
+        matmul_ops = [n for n, anchor in anchors.items() if anchor == "nn.matmul"]
+        for m, n, k in self._dense_fused_shapes():
+            x, w = _rand(r, (m, k)), _rand(r, (n, k))
+            w_kn = np.ascontiguousarray(w.T)  # nn.matmul's weight, stored (K, N)
+            for anchor, ops, weight in (("nn.dense", dense_ops, w), ("nn.matmul", matmul_ops, w_kn)):
+                if not ops:
+                    continue
+                kernel, attrs = _call(anchor, [x, weight])
+                t = self.cold_time(kernel, [x, weight], attrs)
+                for name in ops:
+                    arrays = [x, weight, _rand(r, (n,))] if "bias" in name else [x, weight]
+                    fk, fattrs = _call(name, arrays)
+                    ratio = self.cold_time(fk, arrays, fattrs) / t
+                    self.data["fused"].setdefault(name, []).append([m, n, k, ratio])
+            self.step(f"fused dense {m}x{n}x{k}")
+        # measured per shape against their anchor (above, and in conv())
+        anchored = {n for n, a in anchors.items() if a in DENSE_LIKE_ANCHORS} | {"fused.conv2d_add"}
+
+        def elementwise(rows):
+            return lambda n: [_rand(r, _rows(n, 512)) for _ in range(rows)]
+
+        makers = {
+            "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
+            "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
+            "fused.multiply_add_relu": (elementwise(3), {}),
+            "fused.add_layer_norm": (lambda n: [_rand(r, _rows(n, 512)), _rand(r, _rows(n, 512)),
+                                                _rand(r, (min(n, 512),)), _rand(r, (min(n, 512),))],
+                                     {"axis": -1}),
+            "fused.multiply_softmax": (lambda n: [_rand(r, (max(1, n // 4096), 64, 64)),
+                                                  np.asarray(0.125, F32)], {"axis": -1}),
         }
+        from ..ops.fused_ops import FUSED_OPS
+
         for name in FUSED_OPS:
-            if name not in inputs:
-                continue  # a layout-only fused op: costed as its parts
-            arrays, attrs = inputs[name]
-            kernel, canon = _call(name, arrays, **attrs)
-            out = kernel(arrays, canon)
-            t = self.kernel_time(kernel, arrays, canon)
-            types = [TensorType(a.shape, "float32") for a in arrays]
-            est = model.kernel(name, canon, types, TensorType(out.shape, "float32"))
-            self.data["fused_ratio"][name] = t / est
+            if name in anchored or name not in makers:
+                continue  # a layout-only fused op: costed as its parts; Winograd's: as conv2d's
+            make, attrs = makers[name]
+            for n in [self.sizes[0]] + self.sizes[-2:]:  # small too: there the fixed cost shows
+                arrays = make(n)
+                kernel, canon = _call(name, arrays, **attrs)
+                out = kernel(arrays, canon)
+                t = self.kernel_time(kernel, arrays, canon)
+                types = [TensorType(a.shape, "float32") for a in arrays]
+                est, features = model.fused_base(name, canon, types, TensorType(out.shape, "float32"))
+                self.data["fused"].setdefault(name, []).append([*features, t / est])
             self.step(name)
+
+
+    def in_program(self) -> None:
+        """Kernels inside a program run slower than the same kernel looped on one set of inputs:
+        inputs come from memory rather than cache, outputs land in fresh pages. A synthetic
+        program of each family (a convolutional block and a transformer-like block) runs through
+        the executor with every instruction timed in place (the plan's own order and frees), then
+        each instruction is looped on the inputs it had; the ratio of the two, per op kind
+        ("kind:conv", ...), is the profile's in-program factor for that kind (a profile may also
+        hold one per op, which ``CpuCost.factor`` prefers)."""
+        from ..eval.executor import Plan, compile_function
+        from ..ty import infer_type
+        from .cpu_cost import op_kind
+
+        measured: dict[str, float] = {}
+        alone: dict[str, float] = {}
+        for func, values in self._synthetic_programs():
+            typed = infer_type(IRModule.from_expr(func))
+            func = typed["main"]
+            plan = compile_function(func)
+            # the nodes the plan makes an instruction of, in its order
+            nodes = [n for n in iter_post_order(func.body) if isinstance(n, (Call, Tuple)) or
+                     (isinstance(n, TupleGetItem) and not isinstance(n.tuple_value, Tuple))]
+            if plan is None or len(plan.instrs) != len(nodes):
+                continue
+            times: list[list[float]] = [[] for _ in plan.instrs]
+            seen: list = [None] * len(plan.instrs)
+
+            def timed(run, i, clock=self.timer, times=times, seen=seen):
+                def go(a, e):
+                    start = clock()
+                    out = run(a, e)
+                    times[i].append(clock() - start)
+                    seen[i] = (run, a, e)
+                    return out
+                return go
+
+            wrapped = Plan(plan.num_slots, plan.param_slots, plan.constants,
+                           [(timed(run, i), ins, out, extra, frees)
+                            for i, (run, ins, out, extra, frees) in enumerate(plan.instrs)],
+                           plan.labels, plan.output)
+            for _ in range(2 + self.repeats * 2):
+                wrapped.run(values)
+            for call, samples, (run, args, attrs) in zip(nodes, times, seen, strict=True):
+                if not isinstance(call, Call):
+                    continue
+                # the same kernel looped on the same inputs, right after (so under the same load)
+                looped = measure(lambda r=run, a=args, e=attrs: r(a, e), self.repeats, self.min_seconds,
+                                 self.timer)
+                # per kind, summed over its instructions, so the larger kernels weigh most: a
+                # microsecond kernel's ratio says as much about the clock as about the kernel
+                key = f"kind:{op_kind(call.op.name)}"
+                measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:])
+                alone[key] = alone.get(key, 0.0) + looped
+        # a kind whose kernels took only microseconds in all says more about the clock than the kernels
+        self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0)
+                                   for k in measured if alone[k] > 2e-5}
+        self.step("in-program factors")
+
+    def _synthetic_programs(self) -> list:
+        """A convolutional block and a transformer-like block, built here (no zoo model), at the
+        sizes of the quick or the full calibration."""
+        from ..ir.expr import Function, const, var
+        from ..ops.builders import make_call as op
+
+        r = self.rng
+        c, size = (16, 16) if self.quick else (64, 56)
+
+        def weight(*shape):
+            return const(_rand(r, shape, -0.1, 0.1))
+
+        x = var("x", TensorType((1, c, size, size), "float32"))
+        y = op("nn.conv2d", x, weight(c, c, 3, 3), padding=(1, 1))
+        y = op("nn.batch_norm", y, *(const(_rand(r, (c,))) for _ in range(4)))
+        y = op("nn.relu", _first(y))
+        y = op("nn.max_pool2d", y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
+        z = op("nn.conv2d", y, weight(c, c, 1, 1))
+        z = op("nn.bias_add", z, const(_rand(r, (c,))), axis=1)
+        y = op("nn.relu", op("add", z, y))
+        y = op("nn.global_avg_pool2d", y)
+        y = op("nn.dense", op("nn.batch_flatten", y), weight(100, c))
+        conv = (Function([x], op("nn.softmax", y)), [_rand(r, (1, c, size, size))])
+        tokens, hidden = (16, 64) if self.quick else (128, 768)
+        h = var("h", TensorType((tokens, hidden), "float32"))
+        q = op("nn.bias_add", op("nn.dense", h, weight(hidden, hidden)), const(_rand(r, (hidden,))))
+        s = op("nn.softmax", op("multiply", op("nn.dense", q, h), const(np.asarray(0.125, F32))))
+        a = op("nn.dense", s, op("transpose", h))
+        a = op("nn.layer_norm", op("add", a, h), const(_rand(r, (hidden,))), const(_rand(r, (hidden,))))
+        f = op("nn.dense", a, weight(hidden * 2, hidden))
+        f = op("multiply", f, op("erf", op("multiply", f, const(np.asarray(0.7, F32)))))
+        f = op("nn.dense", f, weight(hidden, hidden * 2))
+        attention = (Function([h], op("tanh", op("add", f, a))), [_rand(r, (tokens, hidden))])
+        return [conv, attention]
+
+
+def _first(tuple_value):
+    return TupleGetItem(tuple_value, 0)
 
 
 def _monotone(points: list) -> list:

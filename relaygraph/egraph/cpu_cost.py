@@ -3,9 +3,11 @@
 ``relaygraph calibrate`` (``calibrate()`` in ``relaygraph.egraph.calibrate``) measures the machine
 once and stores a profile: the executor's dispatch overhead per instruction, a time curve per
 operator over its work size (elementwise, reductions, layout, pooling), GEMM and batch-matmul
-times on a grid of shapes, the convolution kernel as the executor runs it (padding, the window
-copy, the matrix product and the copy of the result), numexpr groups and the fused ops of the op
-table. Predictions are table lookups and interpolation, so costing a node is cheap.
+times on a grid of shapes, the convolution kernels measured per shape against a structural
+estimate, the fused ops of the op table measured against their anchor (or parts), numexpr
+groups, and per op kind how much slower a kernel runs inside a program than looped alone.
+Predictions are table lookups and interpolation (nearest calibrated shapes), so costing a node
+is cheap.
 
 A profile is keyed by the machine (CPU model, cores), the numpy and BLAS build and the thread
 counts. Loading one made elsewhere (or by another format of this module) raises ProfileError
@@ -28,15 +30,21 @@ from typing import Any
 from ..ir.types import TensorType, TupleType, format_type
 from .cost import DEFAULT_MACHINE, CostModelError, cache_dir
 
-__all__ = ["ProfileError", "Profile", "CpuCost", "machine_key", "profile_path", "load_profile",
-           "default_profile", "reset_default", "FORMAT", "op_kind"]
+__all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_key", "profile_path",
+           "clock_of", "timer",
+           "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
+           "FORMAT", "op_kind"]
 
-FORMAT = 2  # the layout of the profile file and the meaning of its figures
+FORMAT = 3  # the layout of the profile file and the meaning of its figures
 PROFILE_FILE = "cpu-profile.json"
 
 
 class ProfileError(CostModelError):
     """A CPU profile that is missing, unreadable, stale or made on another machine or build."""
+
+
+class StaleProfileError(ProfileError):
+    """A CPU profile of this machine in a format another version of this module wrote."""
 
 
 def _cpu_model() -> str:
@@ -95,6 +103,21 @@ def machine_key() -> dict[str, Any]:
             "numpy": np.__version__, "blas": _blas(), **_threads()}
 
 
+def clock_of(key: Mapping) -> str:
+    """The clock a profile's figures (and the programs they are checked against) are timed by:
+    ``cpu``, the process's CPU time, when BLAS and numexpr run on one thread, since it leaves out
+    the time other work on a shared machine holds the core (and so does not change with the
+    load); else ``wall``, as threads that run at once make CPU time exceed the time taken."""
+    return "cpu" if key.get("blas threads") == 1 and int(key.get("numexpr threads") or 0) <= 1 else "wall"
+
+
+def timer(clock: str):
+    """The function reading ``clock`` (see ``clock_of``) in seconds."""
+    import time
+
+    return time.process_time if clock == "cpu" else time.perf_counter
+
+
 def profile_path(path: str | None = None) -> str:
     """Where the profile is: ``path``, else ``$RELAYGRAPH_PROFILE_DIR`` or the cache directory."""
     if path:
@@ -135,6 +158,21 @@ def _ratio_at(points: Sequence[Sequence[float]], x: float) -> float:
     i = bisect.bisect_left([p[0] for p in points], x)
     (x0, r0), (x1, r1) = points[i - 1], points[i]
     return r0 + (r1 - r0) * (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+
+
+def nearest(rows: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
+    """The value at ``features`` from measured rows ``[(*features, value), ...]``: the
+    inverse-distance weighted geometric mean (distances in log2 space) of the ``k`` nearest rows'
+    values; a row at distance zero is taken as it is."""
+    want = [math.log2(max(f, 1.0)) for f in features]
+    scored = sorted((math.sqrt(sum((math.log2(max(a, 1.0)) - b) ** 2
+                                   for a, b in zip(row[:-1], want, strict=True))), row[-1]) for row in rows)
+    near = scored[:k]
+    if near[0][0] < 1e-9:
+        return near[0][1]
+    weights = [1.0 / d ** 2 for d, _ in near]
+    return math.exp(sum(w * math.log(max(v, 1e-12)) for w, (_, v) in zip(weights, near, strict=True))
+                    / sum(weights))
 
 
 def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
@@ -193,6 +231,19 @@ def _elements(t: TensorType) -> float:
     return count
 
 
+WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
+# Winograd kernels and the direct kernels they are costed against
+WINOGRAD_DIRECT = {WINOGRAD: "nn.conv2d", "fused.winograd_bias": "fused.conv2d_bias",
+                   "fused.winograd_relu": "fused.conv2d_relu",
+                   "fused.winograd_bias_relu": "fused.conv2d_bias_relu"}
+
+
+def winograd_intensity(c: int, o: int) -> float:
+    """What Winograd's gain over the direct kernel follows: the GEMMs' saving grows with in x out
+    channels, the transforms' cost with in + out channels (per tile)."""
+    return max(c * o / max(c + o, 1), 1e-3)
+
+
 def _shape(t) -> tuple:
     if not isinstance(t, TensorType):
         raise CostModelError(f"expected a tensor type, got {t}")
@@ -207,7 +258,7 @@ def op_kind(op: str) -> str:
         return "fused"
     if op in ("nn.dense", "nn.matmul", "nn.batch_matmul"):
         return "gemm"
-    if op.startswith("nn.conv"):
+    if op.startswith("nn.conv") or op == WINOGRAD:
         return "conv"
     if "pool" in op:
         return "pool"
@@ -225,6 +276,44 @@ def op_kind(op: str) -> str:
     return "other"
 
 
+def _dims(layout: str, shape: tuple, default: str) -> dict:
+    return dict(zip(layout if len(layout) == len(shape) else default, shape, strict=True))
+
+
+def _nchw(t, layout) -> tuple:
+    shape = _shape(t)
+    layout = layout or "NCHW"
+    if len(layout) != len(shape) or sorted(layout) != sorted("NCHW"):
+        return shape
+    return tuple(shape[layout.index(a)] for a in "NCHW")
+
+
+def _any_nonzero(values, neutral: int = 0) -> bool:
+    if values is None:
+        return False
+    values = values if isinstance(values, (list, tuple)) else (values,)
+    return any(int(v) != neutral for v in values)
+
+
+def conv_features(o: int, c: int, kh: int, kw: int, out: float) -> tuple:
+    """A convolution's shape as the profile's conv rows key it: output pixels (M), output
+    channels, the product's depth (channels x taps) and the taps."""
+    return (max(1.0, out / max(o, 1)), float(o), float(c * kh * kw), float(kh * kw))
+
+
+# the anchors a fused op's calibrated ratio is measured against directly (its epilogue runs in place)
+DENSE_LIKE_ANCHORS = ("nn.conv2d", "nn.dense", "nn.matmul")
+
+
+def dense_features(arg_types: Sequence, out_type) -> tuple:
+    """(M, N, K) of a dense call: rows of the data, units, the reduced axis."""
+    x, w = _shape(arg_types[0]), _shape(arg_types[1])
+    k = x[-1]
+    n = w[0] if len(w) == 2 else w[-1]
+    m = max(1, int(_numel(out_type) // max(n, 1)))
+    return (m, n, k)
+
+
 class Profile:
     """A calibrated profile: the figures and the key they are valid for."""
 
@@ -239,9 +328,17 @@ class Profile:
         self.curves: dict[str, list] = data["curves"]
         self.gemm: list = data["gemm"]
         self.bmm: list = data["bmm"]
-        self.conv_ratio: dict[str, list] = data["conv_ratio"]  # "1x1" / "kxk" -> [(flops, ratio)]
-        self.fused_ratio: dict[str, float] = data.get("fused_ratio", {})
+        # measured over the structural estimate, per shape: [(m, o, k, taps, ratio)]
+        self.conv: list = data["conv"]
+        self.conv_transpose: list = data.get("conv_transpose", [])
+        # a fused op's measured time over its anchor's (or its parts') prediction, per shape:
+        # {op: [(*features, ratio)]}, features as ``fused_features`` gives them
+        self.fused: dict[str, list] = data.get("fused", {})
         self.conv_call = float(data.get("conv_call", 0.0))
+        self.clock = data.get("clock", "wall")
+        # a kernel's time inside a program over its time looped alone, per op kind
+        self.in_program: dict[str, float] = data.get("in_program", {})
+        self.probe = float(data.get("probe", 0.0))  # seconds of calibrate.Probe while calibrating
 
     def save(self, path: str | None = None) -> str:
         """Write the profile (atomically) and return where."""
@@ -281,10 +378,20 @@ def load_profile(path: str | None = None, check: bool = True) -> Profile:
                            "to make a new one") from None
     if not isinstance(data, dict) or not isinstance(data.get("key"), dict):
         raise ProfileError(f"{path} is not a CPU profile; run `relaygraph calibrate` to make one")
+    made = data["key"].get("format")
+    if check and made != FORMAT:  # its figures mean something else: never read them
+        here = machine_key()
+        others = _differences({k: v for k, v in data["key"].items() if k != "format"},
+                              {k: v for k, v in here.items() if k != "format"})
+        error = ProfileError if others else StaleProfileError
+        raise error(f"the CPU profile {path} was made for another machine or build: format {made!r} "
+                    f"(this machine: {FORMAT!r}){''.join('; ' + d for d in others)}. Run `relaygraph "
+                    "calibrate` to measure this one")
     try:
         profile = Profile(data, path)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ProfileError(f"{path}: the CPU profile lacks {exc}; run `relaygraph calibrate` again") from None
+        raise StaleProfileError(f"{path}: the CPU profile lacks {exc}; run `relaygraph calibrate` "
+                                "again") from None
     if check:
         profile.check()
     return profile
@@ -301,7 +408,22 @@ class CpuCost:
         record = _lookup(op)
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
-        return self.profile.dispatch + self.kernel(op, attrs or {}, list(arg_types), out_type)
+        t = self.kernel(op, attrs or {}, list(arg_types), out_type)
+        return self.profile.dispatch + t * self.factor(op)
+
+    def factor(self, op: str) -> float:
+        """The profile's in-program factor for ``op``: its own when the calibration's programs
+        ran it, else its kind's; a fused op's anchor's."""
+        factors = self.profile.in_program
+        if not factors:
+            return 1.0
+        if op.startswith("fused."):
+            from ..ops.fused_ops import definition
+
+            d = definition(op) if _lookup(op) is not None else None
+            op = d.parts[0].op if d is not None else "add"
+        found = factors.get(op)
+        return found if found is not None else factors.get(f"kind:{op_kind(op)}", 1.0)
 
     def program_overhead(self, inputs: int) -> float:
         """Seconds ``rg.evaluate`` spends on a program besides its instructions (binding inputs)."""
@@ -309,6 +431,8 @@ class CpuCost:
 
     def kernel(self, op: str, attrs: Mapping, arg_types: list, out_type) -> float:
         """Seconds of the op's numpy kernel alone (no executor dispatch)."""
+        if op in WINOGRAD_DIRECT:
+            return self._winograd(op, attrs, arg_types, out_type)
         if op.startswith("fused."):
             return self._fused(op, attrs, arg_types, out_type)
         if op == "nn.dense":
@@ -319,6 +443,8 @@ class CpuCost:
             return self._bmm(attrs, arg_types, out_type)
         if op == "nn.conv2d":
             return self._conv2d(attrs, arg_types, out_type)
+        if op == "nn.conv2d_transpose":
+            return self._conv2d_transpose(attrs, arg_types, out_type)
         return self._curve_op(op, attrs, arg_types, out_type)
 
     # -- families ------------------------------------------------------------------------------
@@ -333,7 +459,10 @@ class CpuCost:
         return max([out] + [_numel(t) for t in arg_types])
 
     def _curve_op(self, op: str, attrs, arg_types, out_type) -> float:
-        points = self.profile.curve(op)
+        points = None
+        if op_kind(op) == "pool" and not _any_nonzero(attrs.get("strides") or 1, 1):
+            points = self.profile.curve(f"{op}@s1")  # overlapping windows: their own curve
+        points = points or self.profile.curve(op)
         work = self._work(op, attrs, arg_types, out_type)
         if points is None:
             kind = op_kind(op)
@@ -343,11 +472,7 @@ class CpuCost:
         return curve_at(points, max(work, 1.0))
 
     def _dense(self, arg_types, out_type) -> float:
-        x, w = _shape(arg_types[0]), _shape(arg_types[1])
-        k = x[-1]
-        n = w[0] if len(w) == 2 else w[-1]
-        m = max(1, int(_numel(out_type) // max(n, 1)))
-        return self.gemm_time(m, n, k)
+        return self.gemm_time(*dense_features(arg_types, out_type))
 
     def _matmul(self, attrs, arg_types, out_type) -> float:
         x = _shape(arg_types[0])
@@ -368,29 +493,63 @@ class CpuCost:
         return flops / nearest_rate(self.profile.bmm, (b, m, n, k))
 
     def _conv2d(self, attrs, arg_types, out_type) -> float:
-        x, w, out = _shape(arg_types[0]), _shape(arg_types[1]), _numel(out_type)
+        x, w, out = _nchw(arg_types[0], attrs.get("data_layout")), _shape(arg_types[1]), _numel(out_type)
         groups = int(attrs.get("groups", 1) or 1)
-        layout = attrs.get("kernel_layout") or "OIHW"
-        dims = dict(zip(layout if len(layout) == len(w) else "OIHW", w, strict=True))
+        dims = _dims(attrs.get("kernel_layout") or "OIHW", w, "OIHW")
         o, cg, kh, kw = dims["O"], dims["I"], dims["H"], dims["W"]
         if groups != 1:
             flops = 2.0 * out * cg * kh * kw
             return curve_at(self.profile.curve("conv_grouped"), max(flops, 1.0))
-        return self.conv_time(x, o, cg, kh, kw, out, attrs.get("padding") or (0, 0))
+        return self.conv_time(x, o, cg, kh, kw, out, attrs.get("padding") or (0, 0), attrs.get("strides"))
 
-    def conv_time(self, x: tuple, o: int, c: int, kh: int, kw: int, out: float, padding) -> float:
-        """Seconds of the executor's conv2d: its fixed cost, then padding copy, window copy, GEMM
-        and result copy, times the calibrated correction for this size."""
+    def conv_base(self, x: tuple, o: int, c: int, kh: int, kw: int, out: float, padding,
+                  strides=None) -> float:
+        """The structural estimate of a convolution (groups=1) as one matrix product over
+        columns gathered from the input: the product, plus the gathering copy unless the
+        kernel is 1x1 with no padding or stride. The calibrated ratio corrects it per shape."""
         m = max(1, int(out // max(o, 1)))
         k = c * kh * kw
-        copy, strided = self.profile.curve("copy"), self.profile.curve("copy_strided")
-        # tensordot copies the (transposed) window view before the product, even for 1x1
-        t = self.gemm_time(m, o, k) + curve_at(strided, max(out, 1.0)) + curve_at(strided, float(m * k))
-        if any(int(p) for p in (padding if isinstance(padding, (list, tuple)) else (padding,))):
-            t += curve_at(copy, max(float(math.prod(x)), 1.0))
-        flops = 2.0 * m * o * k
-        ratio = self.profile.conv_ratio["1x1" if kh * kw == 1 else "kxk"]
-        return self.profile.conv_call + t * _ratio_at(ratio, max(flops, 1.0))
+        t = self.gemm_time(m, o, k)
+        if kh * kw > 1 or _any_nonzero(padding) or _any_nonzero(strides, 1):
+            t += curve_at(self.profile.curve("copy_strided"), float(m * k))
+        return t
+
+    def conv_time(self, x: tuple, o: int, c: int, kh: int, kw: int, out: float, padding,
+                  strides=None) -> float:
+        """Seconds of the executor's conv2d (groups=1): its fixed cost plus the structural estimate
+        times the ratio measured on the calibrated shapes nearest this one."""
+        base = self.conv_base(x, o, c, kh, kw, out, padding, strides)
+        return self.profile.conv_call + base * nearest(self.profile.conv, conv_features(o, c, kh, kw, out))
+
+    def _conv2d_transpose(self, attrs, arg_types, out_type) -> float:
+        """The transpose runs as a convolution over the input spread by the strides: that
+        convolution's estimate, plus the spreading copy, times the calibrated ratio."""
+        x, w, out = _nchw(arg_types[0], attrs.get("data_layout")), _shape(arg_types[1]), _numel(out_type)
+        dims = _dims(attrs.get("kernel_layout") or "IOHW", w, "IOHW")
+        groups = int(attrs.get("groups", 1) or 1)
+        c, og, kh, kw = dims["I"], dims["O"], dims["H"], dims["W"]
+        strides = attrs.get("strides") or (1, 1)
+        strides = strides if isinstance(strides, (list, tuple)) else (strides, strides)
+        spread = x[0] * x[1] * ((x[2] - 1) * int(strides[0]) + 1) * ((x[3] - 1) * int(strides[-1]) + 1)
+        o = og * groups
+        base = self.conv_base(x, o, c // groups, kh, kw, out, (1,)) * groups \
+            + curve_at(self.profile.curve("copy"), max(float(spread), 1.0))
+        rows = self.profile.conv_transpose
+        ratio = nearest(rows, conv_features(o, c // groups, kh, kw, out)) if rows else 1.0
+        return self.profile.conv_call + base * ratio
+
+    def _winograd(self, op: str, attrs, arg_types, out_type) -> float:
+        """Seconds of a Winograd F(2x2, 3x3) kernel (alone or fused): the direct 3x3 kernel's time
+        (nn.conv2d, or the fused conv2d op with the same steps) times the ratio of the two kernels'
+        times measured at this channel intensity, so the choice between them follows that
+        measurement."""
+        w = _shape(arg_types[1])
+        o, c = w[2], w[3]
+        direct_types = [arg_types[0], TensorType((o, c, 3, 3), arg_types[1].dtype), *arg_types[2:]]
+        direct_attrs = {k: v for k, v in attrs.items() if k != "tile_size"}
+        direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
+        points = self.profile.curve("winograd_ratio") or [[1.0, 1.0]]
+        return direct * _ratio_at(points, winograd_intensity(c, o))
 
     def _fused(self, op: str, attrs, arg_types, out_type) -> float:
         record = _lookup(op)
@@ -399,19 +558,46 @@ class CpuCost:
             if all(op_kind(m[0]) == "elementwise" for m in members):
                 return self._numexpr(len(members), _numel(out_type))
             return sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) for m in members)
-        from ..ops.fused_ops import Arg, definition
+        from ..ops.fused_ops import definition
 
         d = definition(op)
         if d is None:
             return self._curve_op(op, attrs, arg_types, out_type)
         full = record.resolve(attrs)
+        base, features = self.fused_base(op, full, arg_types, out_type)
+        rows = self.profile.fused.get(op)
+        return base * (nearest(rows, features) if rows else 1.0)
+
+    def fused_base(self, op: str, attrs: Mapping, arg_types: list, out_type) -> tuple[float, tuple]:
+        """What a fused op's calibrated ratio multiplies, and the features it is looked up by:
+        for a convolution or dense anchor, the anchor's own prediction (the epilogue runs in
+        place on its output) and the anchor's shape; otherwise the sum of its parts' predictions
+        and the output size."""
+        from ..ops.fused_ops import Arg, definition
+
+        d = definition(op)
+        anchor = d.parts[0]
+        n_anchor = sum(1 for r in anchor.inputs if type(r) is Arg)
+        anchor_attrs = _lookup(anchor.op).resolve(anchor.attrs(attrs))
+        if anchor.op in DENSE_LIKE_ANCHORS:
+            head = list(arg_types[:n_anchor])
+            t = self.kernel(anchor.op, anchor_attrs, head, out_type)
+            if anchor.op == "nn.dense":
+                return t, dense_features(head, out_type)
+            if anchor.op == "nn.matmul":  # weight stored (K, N): N from the output
+                n = _shape(out_type)[-1]
+                return t, (max(1, int(_numel(out_type) // max(n, 1))), n, _shape(head[0])[-1])
+            w = _dims(anchor_attrs.get("kernel_layout") or "OIHW", _shape(head[1]), "OIHW")
+            if int(anchor_attrs.get("groups", 1) or 1) != 1:
+                return t, (_numel(out_type), 1.0, 1.0, 1.0)
+            return t, conv_features(w["O"], w["I"], w["H"], w["W"], _numel(out_type))
         total = 0.0
         for part in d.parts:
             types = [arg_types[r.index] if type(r) is Arg else out_type for r in part.inputs
                      if type(r).__name__ in ("Arg", "Step")]
-            part_attrs = _lookup(part.op).resolve(part.attrs(full))
+            part_attrs = _lookup(part.op).resolve(part.attrs(attrs))
             total += self.kernel(part.op, part_attrs, types, out_type)
-        return total * self.profile.fused_ratio.get(op, 1.0)
+        return total, (_numel(out_type),)
 
     def _numexpr(self, ops: int, elements: float) -> float:
         one, four = self.profile.curve("numexpr_1"), self.profile.curve("numexpr_4")
@@ -422,8 +608,9 @@ class CpuCost:
         """Seconds of one Primitive group (one instruction): a numexpr program when the executor
         makes one, else its members' kernels in turn."""
         if elementwise_program:
-            return self.profile.dispatch + self._numexpr(len(members), _numel(out_type))
-        return self.profile.dispatch + sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) for m in members)
+            return self.profile.dispatch + self._numexpr(len(members), _numel(out_type)) * self.factor("add")
+        return self.profile.dispatch + sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) * self.factor(m[0])
+                                           for m in members)
 
 
 _DEFAULT: dict[str, CpuCost] = {}
@@ -436,14 +623,25 @@ def reset_default() -> None:
 
 def default_profile(calibrate: bool = True, progress="auto") -> CpuCost:
     """The cost function of this machine's profile: loaded from ``profile_path()``, or measured
-    now when there is none and ``calibrate`` (quick when ``$RELAYGRAPH_CALIBRATE=quick``)."""
+    now when there is none, or only one another version of this module wrote for this machine,
+    and ``calibrate`` (quick when ``$RELAYGRAPH_CALIBRATE=quick``). A foreign profile is refused."""
     path = profile_path()
     model = _DEFAULT.get(path)
     if model is not None:
         return model
-    if not os.path.exists(path) and calibrate:
+    stale = None
+    if os.path.exists(path) and calibrate:
+        try:
+            load_profile(path)
+        except StaleProfileError as exc:  # this machine's, from another version: made anew
+            stale = exc
+    if (stale is not None or not os.path.exists(path)) and calibrate:
+        import sys
+
         from .calibrate import calibrate as run_calibration
 
+        if stale is not None and progress is not False:
+            print(f"relaygraph: {stale}; calibrating again", file=sys.stderr)
         quick = os.environ.get("RELAYGRAPH_CALIBRATE", "").strip().lower() == "quick"
         run_calibration(quick=quick, path=path, progress=progress)
     elif not os.path.exists(path):

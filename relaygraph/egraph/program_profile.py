@@ -1,17 +1,19 @@
 """``rg.profile``: where a program's time goes, per op and per op kind, measured beside the ``cpu``
 model's prediction for each.
 
-The entry function runs node by node with the kernels the executor uses (the op table's kernels,
-and one kernel per ``Primitive`` group: a fused op of the table, a numexpr program, or its ops in
-turn), each call timed on its own; the whole program is also timed through ``rg.evaluate``. The
-difference between the program's time and the sum of its kernels is the executor's own work
-(dispatch, freeing), which the model predicts per instruction.
+The entry function is first put in the form the executor runs (``dataflow_form``: lets inlined
+into the graph, calls of non-Primitive function literals replaced by their bodies, as the
+executor inlines them). It then runs through the executor's own plan with every instruction
+timed in place (the op table's kernels, and one kernel per ``Primitive`` group: a fused op of the
+table, a numexpr program, or its ops in turn), and the whole program is also timed through
+``rg.evaluate``, both by the profile's clock. The difference between the program's time and the
+sum of its instructions is the executor's own work (dispatch, freeing), which the model predicts
+per instruction. ``time_programs`` times whole programs alternated, as the benchmarks do.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,10 +22,10 @@ import numpy as np
 from ..errors import RelayError
 from ..ir.expr import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
-from ..ir.traversal import iter_post_order
+from ..ir.traversal import ExprMutator, iter_post_order, substitute
 from ..ir.types import TensorType, format_type
 
-__all__ = ["profile", "predict", "ProgramProfile", "NodeTime"]
+__all__ = ["profile", "predict", "dataflow_form", "time_programs", "ProgramProfile", "NodeTime"]
 
 
 @dataclass
@@ -48,6 +50,7 @@ class ProgramProfile:
     runs: int
     profile_path: str | None = None
     quick_profile: bool = False
+    clock: str = "wall"  # "cpu": the process's CPU time (one thread), as the profile was timed
     by_op: dict = field(default_factory=dict)
     by_kind: dict = field(default_factory=dict)
 
@@ -68,7 +71,8 @@ class ProgramProfile:
     def table(self, top: int = 15) -> str:
         """The report ``relaygraph profile`` prints: per kind, per op (the ``top`` costliest), totals."""
         total = self.measured_program
-        lines = [f"program: measured {total * 1e3:.3f} ms (median of {self.runs} runs), predicted "
+        clock = "CPU time" if self.clock == "cpu" else "wall time"
+        lines = [f"program: measured {total * 1e3:.3f} ms ({clock}, median of {self.runs} runs), predicted "
                  f"{self.predicted_program * 1e3:.3f} ms ({self.error:+.0%})",
                  f"kernels measured one by one: {self.measured_kernels * 1e3:.3f} ms; executor "
                  f"overhead {max(total - self.measured_kernels, 0.0) * 1e3:.3f} ms",
@@ -92,7 +96,7 @@ class ProgramProfile:
     def to_json(self) -> dict:
         """A JSON-ready form."""
         return {"measured_program": self.measured_program, "predicted_program": self.predicted_program,
-                "runs": self.runs, "by_kind": self.by_kind, "by_op": self.by_op,
+                "runs": self.runs, "clock": self.clock, "by_kind": self.by_kind, "by_op": self.by_op,
                 "nodes": [vars(n) for n in self.nodes], "profile": self.profile_path}
 
 
@@ -113,6 +117,56 @@ class _Step:
 
     def __init__(self, node, run, inputs, info) -> None:
         self.node, self.run, self.inputs, self.info = node, run, inputs, info
+
+
+class _InlineLiterals(ExprMutator):
+    """Calls of non-Primitive function literals replaced by their bodies, as the executor inlines
+    them (Primitive groups stay: each is one instruction)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = False
+
+    def pre_rewrite(self, node):
+        # a Primitive group's body is run whole by its kernel: nothing inside it changes
+        return node if isinstance(node, Function) and node.attrs.get("Primitive", 0) else None
+
+    def rewrite_call(self, pre: Call, post: Call):
+        callee = post.op
+        if isinstance(callee, Function) and not callee.attrs.get("Primitive", 0):
+            if len(callee.params) != len(post.args):
+                raise RelayError(f"a function literal taking {len(callee.params)} argument(s) is "
+                                 f"called with {len(post.args)}")
+            self.changed = True
+            return substitute(callee.body, dict(zip(callee.params, post.args, strict=True)))
+        return post
+
+
+def dataflow_form(mod: IRModule, entry: str = "main") -> IRModule:
+    """``mod`` with ``entry`` as the executor runs it: lets of pure values inlined into the graph
+    and calls of (let-bound or direct) non-Primitive function literals replaced by their bodies,
+    until none is left; a program that needs the interpreter is refused with a RelayError."""
+    from ..eval.executor import NotDataflow, PlanCompiler
+    from ..passes.gnf import to_graph_normal_form
+
+    func = mod[entry]
+    try:
+        PlanCompiler("numexpr").compile(func)
+    except NotDataflow as exc:
+        raise RelayError(f"profile runs dataflow programs (operators, tuples, lets and calls of "
+                         f"function literals); this one has a {exc}, which needs the interpreter") from None
+    body = func.body
+    for _ in range(10_000):  # each round removes one level of nesting of function literals
+        body = to_graph_normal_form(body)
+        inliner = _InlineLiterals()
+        body = inliner.visit(body)
+        if not inliner.changed:
+            break
+    if body is func.body:
+        return mod
+    out = mod.copy()
+    out[entry] = Function(func.params, body, func.ret_type, func.type_params, func.attrs)
+    return out
 
 
 def _steps(func: Function, typed: IRModule, model) -> list[_Step]:
@@ -182,6 +236,46 @@ def _float(types) -> bool:
     return all(isinstance(t, TensorType) and t.dtype in ("float32", "float64") for t in types)
 
 
+def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[float]]):
+    """The executor's plan of ``func`` with each instruction timed into ``samples`` in place (its
+    order, and its freeing of values after their last use, as when the program runs), or None
+    when the plan's instructions are not the steps one for one."""
+    from ..eval.executor import Plan, compile_function
+
+    plan = compile_function(func)
+    if plan is None or len(plan.instrs) != len(steps):
+        return None
+    for label, step in zip(plan.labels, steps, strict=True):
+        if not (label == step.info[0] or (step.info[1] == "tuple" and label in ("tuple", step.info[0]))
+                or step.info[2] == "fused"):
+            return None
+
+    def timed(run, out):
+        def go(args, extra):
+            start = clock()
+            value = run(args, extra)
+            out.append(clock() - start)
+            return value
+        return go
+
+    return Plan(plan.num_slots, plan.param_slots, plan.constants,
+                [(timed(run, out), ins, slot, extra, frees)
+                 for (run, ins, slot, extra, frees), out in zip(plan.instrs, samples, strict=True)],
+                plan.labels, plan.output)
+
+
+def _run_steps(func: Function, steps: list[_Step], values: list, clock, samples: list[list[float]]) -> None:
+    """Each step in turn, timed into ``samples`` (every value is kept until the end)."""
+    env = dict(zip(func.params, values, strict=True))
+    for i, step in enumerate(steps):
+        args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
+        node = step.node
+        extra = node.index if isinstance(node, TupleGetItem) else getattr(node, "attrs", None)
+        start = clock()
+        env[step.node] = step.run(args, extra)
+        samples[i].append(clock() - start)
+
+
 def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "main", inputs=None,
             runs: int = 5, seed: int = 0, calibrate: bool = True, progress="auto") -> ProgramProfile:
     """Time ``entry`` of ``mod`` node by node and as a whole, beside the ``cpu`` model's prediction.
@@ -195,7 +289,7 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
     from ..progress import phase
     from ..ty import infer_type
     from ..validate import positive
-    from .cpu_cost import default_profile
+    from .cpu_cost import default_profile, timer
     from .optimize import bind_params
 
     positive("runs", runs, integer=True, allow_none=False)
@@ -207,32 +301,32 @@ def profile(mod: IRModule | Function, params: dict | None = None, entry: str = "
     if params:
         mod = bind_params(mod, params, entry)
     typed = infer_type(mod)
-    func = typed[entry]
-    steps = _steps(func, typed, model)
+    flat = infer_type(dataflow_form(typed, entry))
+    func = flat[entry]
+    steps = _steps(func, flat, model)
     values = list(inputs) if inputs is not None else random_inputs(typed, seed, entry=entry)
     timing = phase("profile", f"{len(steps)} instructions, {runs} runs of each and of the program",
                    total=runs, unit="run", progress=progress, every=2.0)
-    samples = [[] for _ in steps]
+    clock = timer(model.profile.clock)
+    samples: list[list[float]] = [[] for _ in steps]
     program = []
+    in_place = _timed_plan(func, steps, clock, samples)
     with np.errstate(all="ignore"):
         for _ in range(runs):
-            env = dict(zip(func.params, values, strict=True))
-            for i, step in enumerate(steps):
-                args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
-                node = step.node
-                extra = node.index if isinstance(node, TupleGetItem) else getattr(node, "attrs", None)
-                start = time.perf_counter()
-                env[step.node] = step.run(args, extra)
-                samples[i].append(time.perf_counter() - start)
-            start = time.perf_counter()
+            if in_place is not None:
+                in_place.run(values)
+            else:
+                _run_steps(func, steps, values, clock, samples)
+            start = clock()
             evaluate(typed, *values, entry=entry)
-            program.append(time.perf_counter() - start)
+            program.append(clock() - start)
             timing.step()
     timing.done()
     nodes = [NodeTime(*s.info, measured=statistics.median(t)) for s, t in zip(steps, samples, strict=True)]
     predicted = sum(n.predicted for n in nodes) + model.program_overhead(len(func.params))
     return ProgramProfile(nodes, statistics.median(program), predicted, runs,
-                          profile_path=model.profile.path, quick_profile=model.profile.quick)
+                          profile_path=model.profile.path, quick_profile=model.profile.quick,
+                          clock=model.profile.clock)
 
 
 def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "main",
@@ -248,6 +342,42 @@ def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "
         mod = IRModule.from_expr(mod)
     if params:
         mod = bind_params(mod, params, entry)
-    typed = infer_type(mod)
+    typed = infer_type(dataflow_form(infer_type(mod), entry))
     func = typed[entry]
     return sum(s.info[4] for s in _steps(func, typed, model)) + model.program_overhead(len(func.params))
+
+
+def time_programs(mods: list, inputs: list, runs: int = 7, budget: float = 0.0, clock: str | None = None,
+                  entry: str = "main", probe: Callable[[], float] | None = None
+                  ) -> tuple[list[float], list[float], float | None]:
+    """Median seconds of each program, runs alternated (at least ``runs`` of each, more until
+    ``budget`` seconds have passed, up to 200): by ``clock`` (default: the clock of this machine's
+    CPU profile key, see ``clock_of``) and by the wall clock; and the median of ``probe()`` (for
+    example a ``calibrate.Probe``) called every third round, alternated with the programs, or None."""
+    import time as _time
+
+    from ..eval import evaluate
+    from ..validate import positive
+    from .cpu_cost import clock_of, machine_key, timer
+
+    positive("runs", runs, integer=True, allow_none=False)
+    if not mods:
+        raise RelayError("time_programs needs at least one program")
+    read = timer(clock or clock_of(machine_key()))
+    for m in mods:
+        evaluate(m, *inputs, entry=entry)
+    by_clock: list[list[float]] = [[] for _ in mods]
+    by_wall: list[list[float]] = [[] for _ in mods]
+    probes: list[float] = []
+    started = _time.perf_counter()
+    while len(by_clock[0]) < runs or (len(by_clock[0]) < 200 and _time.perf_counter() - started < budget):
+        if probe is not None and len(by_clock[0]) % 3 == 0:
+            probes.append(probe())
+            evaluate(mods[-1], *inputs, entry=entry)  # the caches as the last program left them
+        for m, c, w in zip(mods, by_clock, by_wall, strict=True):
+            t0, w0 = read(), _time.perf_counter()
+            evaluate(m, *inputs, entry=entry)
+            c.append(read() - t0)
+            w.append(_time.perf_counter() - w0)
+    return ([statistics.median(c) for c in by_clock], [statistics.median(w) for w in by_wall],
+            statistics.median(probes) if probes else None)

@@ -622,6 +622,21 @@ CONVERTERS: dict[str, Callable] = {
 }
 
 
+def _winograd_weight_transform(g, s: Site):
+    from ..ops.winograd import WINOGRAD_G
+
+    _float_only(s)
+    gm = WINOGRAD_G.astype(np.dtype(s.in_types[0].dtype))
+    u = g.add("MatMul", [g.add("MatMul", [g.const(gm), s.ins[0]]), g.const(np.ascontiguousarray(gm.T))])
+    return g.add("Transpose", [u], perm=[2, 3, 0, 1])  # (O, I, 4, 4) -> (4, 4, O, I)
+
+
+# nn.contrib_conv2d_winograd_without_weight_transform has no converter: ONNX has no Winograd
+# convolution, and a Conv on a weight recovered from the transformed one is exact only for weights
+# the transform made.
+CONVERTERS["nn.contrib_conv2d_winograd_weight_transform"] = _winograd_weight_transform
+
+
 def covered_ops() -> list[str]:
     """The Relay operators the exporter writes (fused ops are expanded into these first)."""
     return sorted(CONVERTERS)

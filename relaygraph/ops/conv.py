@@ -218,13 +218,39 @@ def _conv2d_gemm(x, w, strides, padding, dilation):
     return out.reshape(n, o, oh, ow)
 
 
+def _conv2d_depthwise_hwc(x, w, strides, padding, dilation, oh, ow):
+    """The depthwise sum over an (H, W, N, C) copy of the padded input: every step runs over rows of
+    ``ow * N * C`` contiguous values, where NCHW rows of a small image are a few values long."""
+    n, c, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    pt, pl, pb, pr = padding
+    (sh, sw), (dh, dw) = strides, dilation
+    dtype = np.result_type(x, w)
+    xp = np.zeros((h + pt + pb, wd + pl + pr, n, c), dtype=dtype)
+    xp[pt:pt + h, pl:pl + wd] = x.transpose(2, 3, 0, 1)
+    taps = w[:, 0].transpose(1, 2, 0).astype(dtype, copy=False)  # (kh, kw, C)
+    out = np.empty((oh, ow, n, c), dtype=dtype)
+    tmp = np.empty_like(out)
+    for i in range(kh):
+        for j in range(kw):
+            view = xp[i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            if i == j == 0:
+                np.multiply(view, taps[0, 0], out=out)
+            else:
+                np.multiply(view, taps[i, j], out=tmp)
+                out += tmp
+    return np.ascontiguousarray(out.transpose(2, 3, 0, 1))
+
+
 def _conv2d_depthwise(x, w, strides, padding, dilation):
     """One filter per channel: a sum of kh*kw shifted, scaled views (no window copy)."""
     n, c, h, wd = x.shape
+    oh, ow = _out_hw(x.shape, w.shape, strides, padding, dilation)
+    if ow <= 28 and c >= 64:  # short NCHW rows: the channels-last sum is 1.7-3x faster (measured)
+        return _conv2d_depthwise_hwc(x, w, strides, padding, dilation, oh, ow)
     _, _, kh, kw = w.shape
     pt, pl, _, _ = padding
     (sh, sw), (dh, dw) = strides, dilation
-    oh, ow = _out_hw(x.shape, w.shape, strides, padding, dilation)
     dtype = np.result_type(x, w)
     out = np.zeros((n, c, oh, ow), dtype=dtype)
     tmp = np.empty((n, c, oh, ow), dtype=dtype)

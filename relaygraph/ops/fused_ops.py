@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import RelayError
 from ..ir.expr import Call, Constant, Expr, Op
 from ..ir.types import TensorType
-from . import conv, elemwise, linear, norm, reduce, transform  # noqa: F401 - the parts, registered first
+from . import conv, elemwise, linear, norm, reduce, transform, winograd  # noqa: F401 - the parts, registered first
 from ._base import REQUIRED, PatternKind, defop, io_bytes
 from .registry import lookup
 
@@ -213,7 +213,10 @@ _BY_RESULT: dict[str, list[str]] = {}  # the op of a definition's last part -> f
 
 def _define(name: str, parts: list, attrs_from_parts) -> None:
     _DEFINITIONS[name] = Definition(tuple(parts), attrs_from_parts)
-    _BY_RESULT.setdefault(parts[-1].op, []).append(name)
+    same_result = _BY_RESULT.setdefault(parts[-1].op, [])
+    same_result.append(name)
+    # the longest definition first: relu(multiply(a, b) + c) is multiply_add_relu, not add_relu
+    same_result.sort(key=lambda n: -len(_DEFINITIONS[n].parts))
 
 
 def definition(name: str) -> Definition | None:
@@ -415,6 +418,27 @@ _make("conv2d_relu", "nn.conv2d", 2, [("nn.relu", False, _none)], (),
 _make("conv2d_bias_relu", "nn.conv2d", 2,
       [("nn.bias_add", True, _bias_conv), ("nn.relu", False, _none)], ("bias",),
       _with(_CONV_EX, [_vec]), doc="nn.conv2d, nn.bias_add on the channel axis, nn.relu")
+_make("conv2d_add", "nn.conv2d", 2, [("add", True, _none)], ("addend",),
+      _with(_CONV_EX, [lambda c: _t((1, c, 1, 1))]),
+      doc="nn.conv2d then add (a residual connection), added in place on the convolution's output")
+_WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
+_WINOGRAD_EX = (
+    ([_t((1, 3, 8, 8)), _t((4, 4, 5, 3))], {"tile_size": 2, "padding": (1, 1)}),
+    ([_t((2, 2, 7, 6)), _t((4, 4, 3, 2))], {"tile_size": 2}),
+)
+
+
+def _with_winograd(extra):
+    return tuple(([*types, *[f(types[1].shape[2]) for f in extra]], attrs) for types, attrs in _WINOGRAD_EX)
+
+
+_make("winograd_bias", _WINOGRAD, 2, [("nn.bias_add", True, _bias_conv)], ("bias",),
+      _with_winograd([_vec]), doc="Winograd conv2d then nn.bias_add on the channel axis")
+_make("winograd_relu", _WINOGRAD, 2, [("nn.relu", False, _none)], (),
+      _with_winograd([]), doc="Winograd conv2d then nn.relu")
+_make("winograd_bias_relu", _WINOGRAD, 2,
+      [("nn.bias_add", True, _bias_conv), ("nn.relu", False, _none)], ("bias",),
+      _with_winograd([_vec]), doc="Winograd conv2d, nn.bias_add on the channel axis, nn.relu")
 _make("dense_bias", "nn.dense", 2, [("nn.bias_add", True, _bias_dense)], ("bias",),
       _with(_DENSE_EX, [_vec]), doc="nn.dense then nn.bias_add on the last axis")
 _make("dense_relu", "nn.dense", 2, [("nn.relu", False, _none)], (),
@@ -444,6 +468,9 @@ _make("add_sigmoid", "add", 2, [("sigmoid", False, _none)], (), _ELEM_EX, doc="a
 _make("multiply_add", "multiply", 2, [("add", True, _none)], ("addend",),
       (([_t((2, 3, 4)), _t((3, 1)), _t((4,))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
       doc="multiply then add (a * b + c)")
+_make("multiply_add_relu", "multiply", 2, [("add", True, _none), ("nn.relu", False, _none)], ("addend",),
+      (([_t((2, 3, 4, 4)), _t((3, 1, 1)), _t((3, 1, 1))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
+      doc="multiply, add, nn.relu (an inference batch norm as scale and shift, and the relu after it)")
 
 
 # -- a residual add with the layer norm after it, a scale with the softmax after it --------------
@@ -546,4 +573,6 @@ FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu",
              "fused.dense_relu", "fused.dense_bias_relu", "fused.dense_bias_gelu", "fused.matmul_bias",
              "fused.matmul_bias_gelu", "fused.add_relu",
              "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
-             "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape")
+             "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape",
+             "fused.winograd_bias", "fused.winograd_relu", "fused.winograd_bias_relu", "fused.conv2d_add",
+             "fused.multiply_add_relu")
