@@ -208,8 +208,7 @@ def _in_subprocess(argv, threads: list[int]) -> int:
     status = 0
     for n in threads:
         env = dict(os.environ, **{v: str(n) for v in _THREAD_VARS}, NUMEXPR_NUM_THREADS=str(n))
-        if len(threads) > 1:
-            env["RELAYGRAPH_PROFILE_DIR"] = os.path.join(profiles, f"blas-threads-{n}")
+        env["RELAYGRAPH_PROFILE_DIR"] = os.path.join(profiles, f"blas-threads-{n}")
         print(f"== {n} BLAS thread(s), in a subprocess (cpu profile in "
               f"{env.get('RELAYGRAPH_PROFILE_DIR', profiles)})", flush=True)
         status |= subprocess.call([sys.executable, __file__, *base, "--threads", str(n)], env=env)
