@@ -3,6 +3,7 @@ original reported as such, strict JSON reports, ``-o`` only when the check passe
 made a difference named, ``--check-rules``."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -216,13 +217,20 @@ def test_cli_check_rules_passes_sound_rules(tmp_path, capsys):
 
 
 # -- the README's example ------------------------------------------------------------------------
+def _bare_env() -> dict:
+    """A user's bare environment, but with the suite's cpu profile (tests/conftest.py): no test
+    reads or writes the user's own profile."""
+    keep = ("RELAYGRAPH_PROFILE_DIR", "RELAYGRAPH_CALIBRATE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS")
+    return {"PYTHONPATH": str(ROOT), "PATH": "", **{k: os.environ[k] for k in keep if k in os.environ}}
+
+
 def test_readme_example_on_resnet18_exits_0_with_the_check_ok(tmp_path):
     shutil.copy(ROOT / "tests/data/tvm-text/resnet18.relay", tmp_path / "model.relay")
     proc = subprocess.run(
         [sys.executable, "-m", "relaygraph", "optimize", "model.relay", "-o", "optimized.relay",
          "--report", "report.json", "--no-progress"],
-        cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""},
-        timeout=600)
+        cwd=tmp_path, capture_output=True, text=True, env=_bare_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and "Traceback" not in proc.stderr
     check = next(line for line in proc.stdout.splitlines() if line.startswith("check"))
