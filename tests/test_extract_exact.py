@@ -49,6 +49,15 @@ def _random_signed(seed: int) -> ExtractionGraph:
     return _graph(classes, children, costs, roots, n_classes)
 
 
+def _signed_with_start(seed: int):
+    """A random e-graph with signed costs and greedy's answer on it, or None when greedy finds none."""
+    g = _random_signed(seed)
+    try:
+        return g, rg.extract.greedy_dag(g)
+    except rg.extract.ExtractionError:
+        return None
+
+
 
 
 # -- negative and zero costs ------------------------------------------------------------------
@@ -91,11 +100,10 @@ def test_ilp_with_any_finite_costs_finds_the_brute_force_optimum(seed, acyclicit
 @settings(max_examples=120, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_local_search_never_raises_the_cost_and_stays_acyclic(seed):
-    g = _random_signed(seed)
-    try:
-        start = rg.extract.greedy_dag(g)
-    except rg.extract.ExtractionError:
+    case = _signed_with_start(seed)
+    if case is None:
         return
+    g, start = case
     seen = []
     better = local_search(g, start.choice, on_improve=seen.append)
     cost = check(g, better)  # complete and acyclic, or this raises
@@ -113,11 +121,10 @@ def test_neighbourhood_search_improves_and_proves_only_when_it_solved_the_whole_
     from relaygraph.egraph.extract.prune import prune
 
     ilp_module = sys.modules["relaygraph.egraph.extract.ilp"]
-    g = _random_signed(seed)
-    try:
-        start = rg.extract.greedy_dag(g)
-    except rg.extract.ExtractionError:
+    case = _signed_with_start(seed)
+    if case is None:
         return
+    g, start = case
     signed = min(g.costs) < 0
 
     def solve_sub(sub, choice, limit):
@@ -286,11 +293,10 @@ def test_restricted_program_is_optimal_over_its_neighbourhood(seed):
     from relaygraph.egraph.extract.prune import prune
 
     ilp_module = sys.modules["relaygraph.egraph.extract.ilp"]
-    g = _random_signed(seed)
-    try:
-        start = rg.extract.greedy_dag(g)
-    except rg.extract.ExtractionError:
+    case = _signed_with_start(seed)
+    if case is None:
         return
+    g, start = case
     pruned = prune(g)
     rng = random.Random(seed)
     free = {k for k in pruned.classes if rng.random() < 0.5}
@@ -315,11 +321,10 @@ def test_relaxation_guided_search_keeps_a_valid_answer_never_worse(seed):
     from relaygraph.egraph.extract.prune import prune
 
     ilp_module = sys.modules["relaygraph.egraph.extract.ilp"]
-    g = _random_signed(seed)
-    try:
-        start = rg.extract.greedy_dag(g)
-    except rg.extract.ExtractionError:
+    case = _signed_with_start(seed)
+    if case is None:
         return
+    g, start = case
     progress = ilp_module._Trace(time.perf_counter())
     best, bound = ilp_module._guided_search(g, prune(g), start.choice, 1.0, min(g.costs) < 0,
                                             ilp_module._solve_highs, time.perf_counter() + 10, progress)
