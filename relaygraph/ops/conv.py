@@ -138,6 +138,14 @@ def _conv2d_infer(args, a):
     return [None, TensorType(tuple(ws[k] for k in kl), x.dtype)]
 
 
+def crop_negative_padding(x, padding):
+    """NCHW ``x`` cropped where (top, left, bottom, right) ``padding`` is negative, and the
+    padding that is left (none negative)."""
+    pt, pl, pb, pr = padding
+    x = x[:, :, max(-pt, 0):x.shape[2] - max(-pb, 0), max(-pl, 0):x.shape[3] - max(-pr, 0)]
+    return x, tuple(max(p, 0) for p in padding)
+
+
 def conv2d_nchw(x, w, strides, padding, dilation, groups, out_dtype=None):
     """Convolution of NCHW data with an OIHW weight; padding may be negative (cropping)."""
     out_dtype = out_dtype or x.dtype
@@ -148,9 +156,8 @@ def conv2d_nchw(x, w, strides, padding, dilation, groups, out_dtype=None):
             return _conv2d_gemm(x, w, strides, padding, dilation).astype(out_dtype, copy=False)
         if w.shape[1] == 1 and w.shape[0] == x.shape[1] == groups:
             return _conv2d_depthwise(x, w, strides, padding, dilation).astype(out_dtype, copy=False)
-    pt, pl, pb, pr = padding
-    x = x[:, :, max(-pt, 0):x.shape[2] - max(-pb, 0), max(-pl, 0):x.shape[3] - max(-pr, 0)]
-    x = np.pad(x, ((0, 0), (0, 0), (max(pt, 0), max(pb, 0)), (max(pl, 0), max(pr, 0))))
+    x, (pt, pl, pb, pr) = crop_negative_padding(x, padding)
+    x = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     o, cg, kh, kw = w.shape
     (sh, sw), (dh, dw) = strides, dilation
     span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1

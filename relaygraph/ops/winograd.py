@@ -18,7 +18,7 @@ import numpy as np
 from ..ir.types import TensorType
 from ..ty.dims import dim_add, dim_sub, dims_equal, is_known
 from ._base import REQUIRED, PatternKind, ShapeError, defop, fmt, numel, tensor_arg
-from .conv import normalize_2d, pad4, pair
+from .conv import crop_negative_padding, normalize_2d, pad4, pair
 from .registry import lookup
 
 __all__ = ["WINOGRAD_G", "winograd_weight", "winograd_conv2d"]
@@ -142,10 +142,7 @@ def _output_transform(m: np.ndarray, oh: int, ow: int) -> np.ndarray:
 
 def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding) -> np.ndarray:
     """Convolution of NCHW ``x`` with a transformed weight ``u`` (4, 4, O, C), stride 1."""
-    if min(padding) < 0:  # crop first: what is left is a non-negative padding
-        pt, pl, pb, pr = padding
-        x = x[:, :, max(-pt, 0):x.shape[2] - max(-pb, 0), max(-pl, 0):x.shape[3] - max(-pr, 0)]
-        padding = tuple(max(p, 0) for p in padding)
+    x, padding = crop_negative_padding(x, padding)
     n, c, h, wd = x.shape
     o = u.shape[2]
     pt, pl, pb, pr = padding
