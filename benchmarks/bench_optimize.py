@@ -13,8 +13,8 @@ original. The predicted speedup is the cost model's (cost before / cost after). 
 
 Thread counts: with threadpoolctl installed, BLAS threads are limited in this process; otherwise
 each count runs in a subprocess with OPENBLAS/OMP/MKL_NUM_THREADS set before numpy loads, and with
-its own cpu profile (``blas-threads-N`` beside the profile, calibrated on first use: a profile is
-valid for one thread count). numexpr gets the same count, so the fused kernels use no more threads
+its own cpu profile (the profile file is named by the thread counts and calibrated on first use: a
+profile is valid for one thread count). numexpr gets the same count, so the fused kernels use no more threads
 than the original's.
 
     python benchmarks/bench_optimize.py [--cost latency] [--models bert,resnet-50] [--threads 1,2]
@@ -203,14 +203,13 @@ def _in_subprocess(argv, threads: list[int]) -> int:
             and not (i > 0 and argv[i - 1] == "--threads")]
     from relaygraph.egraph.cpu_cost import profile_path
 
-    # A cpu profile is made for one thread count: each count keeps its own (calibrated once).
+    # A cpu profile is made for one thread count; each count has its own file (calibrated once).
     profiles = os.path.dirname(profile_path())
     status = 0
     for n in threads:
         env = dict(os.environ, **{v: str(n) for v in _THREAD_VARS}, NUMEXPR_NUM_THREADS=str(n))
-        env["RELAYGRAPH_PROFILE_DIR"] = os.path.join(profiles, f"blas-threads-{n}")
-        print(f"== {n} BLAS thread(s), in a subprocess (cpu profile in "
-              f"{env.get('RELAYGRAPH_PROFILE_DIR', profiles)})", flush=True)
+        print(f"== {n} BLAS thread(s), in a subprocess (cpu profile "
+              f"{os.path.join(profiles, f'cpu-profile-blas{n}-numexpr{n}.json')})", flush=True)
         status |= subprocess.call([sys.executable, __file__, *base, "--threads", str(n)], env=env)
     return status
 

@@ -5,6 +5,7 @@ The suite's profile is the quick calibration conftest.py points ``$RELAYGRAPH_PR
 tests that need a missing or foreign profile point it elsewhere."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def model():
 def _foreign(tmp_path, **changes):
     data = json.loads(open(cpu_cost.profile_path()).read())
     data["key"].update(changes)
-    path = tmp_path / "cpu-profile.json"
+    path = tmp_path / cpu_cost.profile_file()
     path.write_text(json.dumps(data))
     return path
 
@@ -72,7 +73,7 @@ def test_stale_format_is_refused(tmp_path, model):
 
 def test_foreign_profile_refused_by_the_cli(tmp_path, monkeypatch, capsys, model):
     _foreign(tmp_path, blas="Some BLAS 0.1")
-    assert main(["calibrate", "--check", "--profile", str(tmp_path / "cpu-profile.json")]) == 2
+    assert main(["calibrate", "--check", "--profile", str(tmp_path / cpu_cost.profile_file())]) == 2
     err = capsys.readouterr().err
     assert "blas 'Some BLAS 0.1'" in err and "Traceback" not in err
     monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
@@ -82,7 +83,7 @@ def test_foreign_profile_refused_by_the_cli(tmp_path, monkeypatch, capsys, model
 
 
 def test_unreadable_profile_is_a_clear_error(tmp_path):
-    bad = tmp_path / "cpu-profile.json"
+    bad = tmp_path / cpu_cost.profile_file()
     bad.write_text("{not json")
     with pytest.raises(ProfileError, match="cannot read the CPU profile"):
         load_profile(str(bad))
@@ -103,7 +104,7 @@ def test_no_calibrate_with_a_missing_profile_fails_clearly(tmp_path, monkeypatch
         default_profile(calibrate=False)
     with pytest.raises(ProfileError, match="no CPU profile"):
         rg.profile(rg.zoo.get("residual-mlp")[0], calibrate=False)
-    assert not (tmp_path / "cpu-profile.json").exists()
+    assert not (tmp_path / cpu_cost.profile_file()).exists()
     # another cost model needs no profile
     assert main(["optimize", "--model", "residual-mlp", "--cost", "latency", "--no-calibrate",
                  "--no-progress", "--no-check", "--iter-limit", "1"]) == 0
@@ -115,7 +116,7 @@ def test_missing_profile_calibrates_once_with_progress(tmp_path, monkeypatch, ca
     assert main(["profile", "--model", "residual-mlp", "--runs", "2"]) == 0
     first = capsys.readouterr()
     assert "calibrate: measuring this machine's numpy executor (quick)" in first.err
-    assert "calibrate: done" in first.err and (tmp_path / "cpu-profile.json").exists()
+    assert "calibrate: done" in first.err and (tmp_path / cpu_cost.profile_file()).exists()
     assert "op kind" in first.out
     assert main(["profile", "--model", "residual-mlp", "--runs", "2"]) == 0
     assert "calibrate:" not in capsys.readouterr().err  # measured once, then read
@@ -330,11 +331,11 @@ def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_pa
     is calibrated again, or refused with --no-calibrate; a foreign machine's is refused either way."""
     data = json.loads(open(cpu_cost.profile_path()).read())
     old = {"key": dict(data["key"], format=cpu_cost.FORMAT - 2), "dispatch": 1e-6, "curves": {}}
-    (tmp_path / "cpu-profile.json").write_text(json.dumps(old))
+    (tmp_path / cpu_cost.profile_file()).write_text(json.dumps(old))
     monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
     monkeypatch.setenv("RELAYGRAPH_CALIBRATE", "quick")
     with pytest.raises(cpu_cost.StaleProfileError, match=f"format {cpu_cost.FORMAT - 2}"):
-        load_profile(str(tmp_path / "cpu-profile.json"))
+        load_profile(str(tmp_path / cpu_cost.profile_file()))
     assert main(["optimize", "--model", "residual-mlp", "--no-calibrate", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"format {cpu_cost.FORMAT - 2}" in err and "relaygraph calibrate" in err and "Traceback" not in err
@@ -342,11 +343,27 @@ def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_pa
     try:
         fresh = default_profile(progress=False)
         assert fresh.profile.key == machine_key() and fresh.profile.conv
-        assert json.loads((tmp_path / "cpu-profile.json").read_text())["key"]["format"] == cpu_cost.FORMAT
+        stored = tmp_path / cpu_cost.profile_file()
+        assert json.loads(stored.read_text())["key"]["format"] == cpu_cost.FORMAT
         # another machine's profile in an old format is still refused, naming what differs
-        (tmp_path / "cpu-profile.json").write_text(json.dumps({**old, "key": dict(old["key"], cpu="Other")}))
+        stored.write_text(json.dumps({**old, "key": dict(old["key"], cpu="Other")}))
         cpu_cost.reset_default()
         with pytest.raises(ProfileError, match="'Other'"):
             default_profile(progress=False)
     finally:
         cpu_cost.reset_default()
+
+
+def test_each_thread_count_has_its_own_profile_file(tmp_path, monkeypatch):
+    """A profile is valid for one BLAS/numexpr thread count, so each count has its own file and a
+    one-thread run does not refuse (or overwrite) the two-thread profile beside it."""
+    monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
+    paths = {}
+    for blas, ne in ((1, 1), (2, 2), (2, 1)):
+        counts = {"blas threads": blas, "numexpr threads": ne}
+        monkeypatch.setattr(cpu_cost, "_threads", lambda c=counts: c)
+        paths[blas, ne] = cpu_cost.profile_path()
+    assert len(set(paths.values())) == 3
+    assert all(os.path.dirname(p) == str(tmp_path) for p in paths.values())
+    assert os.path.basename(paths[1, 1]) == "cpu-profile-blas1-numexpr1.json"
+    assert cpu_cost.profile_path(str(tmp_path / "mine.json")) == str(tmp_path / "mine.json")

@@ -50,7 +50,7 @@ def register(sub) -> None:
                    help="a coarse calibration in a few seconds (the full one takes about a minute)")
     p.add_argument("--profile", metavar="FILE",
                    help="where the profile goes (default: $RELAYGRAPH_PROFILE_DIR or the cache "
-                        "directory, cpu-profile.json)")
+                        "directory, cpu-profile-blasB-numexprN.json for B BLAS and N numexpr threads)")
     p.add_argument("--check", action="store_true",
                    help="measure nothing: check that the stored profile matches this machine and show it")
     p.set_defaults(run=_cmd_calibrate)

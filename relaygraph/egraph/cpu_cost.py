@@ -12,7 +12,9 @@ is cheap.
 A profile is keyed by the machine (CPU model, cores), the numpy and BLAS build and the thread
 counts. Loading one made elsewhere (or by another format of this module) raises ProfileError
 naming each difference; a stale profile is never used silently. The profile lives in
-``$RELAYGRAPH_PROFILE_DIR`` or else in the measured-cost cache directory (``cost.cache_dir()``).
+``$RELAYGRAPH_PROFILE_DIR`` or else in the measured-cost cache directory (``cost.cache_dir()``), one
+file per BLAS and numexpr thread count (``cpu-profile-blas1-numexpr1.json``), so profiles for one
+and for two threads live side by side.
 A missing profile is calibrated once (``$RELAYGRAPH_CALIBRATE=quick`` makes that the quick mode,
 as the test suite does) unless calibration is turned off, when ProfileError says how to make one.
 """
@@ -31,12 +33,12 @@ from ..ir.types import TensorType, TupleType, format_type
 from .cost import DEFAULT_MACHINE, CostModelError, cache_dir
 
 __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_key", "profile_path",
-           "clock_of", "timer",
+           "profile_file", "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind"]
 
 FORMAT = 3  # the layout of the profile file and the meaning of its figures
-PROFILE_FILE = "cpu-profile.json"
+PROFILE_STEM = "cpu-profile"
 
 
 class ProfileError(CostModelError):
@@ -118,12 +120,19 @@ def timer(clock: str):
     return time.process_time if clock == "cpu" else time.perf_counter
 
 
+def profile_file() -> str:
+    """The profile's file name for this process's thread counts: a profile is valid for one."""
+    threads = _threads()
+    return f"{PROFILE_STEM}-blas{threads['blas threads']}-numexpr{threads['numexpr threads']}.json"
+
+
 def profile_path(path: str | None = None) -> str:
-    """Where the profile is: ``path``, else ``$RELAYGRAPH_PROFILE_DIR`` or the cache directory."""
+    """Where the profile is: ``path``, else ``profile_file()`` in ``$RELAYGRAPH_PROFILE_DIR`` or
+    the cache directory."""
     if path:
         return str(path)
     base = os.environ.get("RELAYGRAPH_PROFILE_DIR") or cache_dir()
-    return os.path.join(base, PROFILE_FILE)
+    return os.path.join(base, profile_file())
 
 
 def _differences(made: Mapping, here: Mapping) -> list[str]:
