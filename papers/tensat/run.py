@@ -232,7 +232,8 @@ def plot(rows: list[dict], sweep: list[dict], path: Path, machine: str | None = 
         for x, v in zip(pos, vals, strict=True):
             b.text(x, v, f"{v:.2f}", ha="center", va="bottom" if v >= 1 else "top", fontsize=6, rotation=90)
     b.set_yscale("log")
-    lo, hi = min(1 / 1.15, min(values) / 1.05), max(1.15, max(values) * 1.08)
+    # room above and below the bars for their rotated labels
+    lo, hi = min(1 / 1.15, min(values) / 1.2), max(1.15, max(values) * 1.25)
     b.set_ylim(lo, hi)
     b.set_yticks([t for t in (0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0) if lo <= t <= hi])
     b.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
