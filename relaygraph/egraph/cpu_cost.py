@@ -160,14 +160,24 @@ def _ratio_at(points: Sequence[Sequence[float]], x: float) -> float:
     return r0 + (r1 - r0) * (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
 
 
+def _k_nearest(scored: list, k: int) -> list:
+    """The ``k`` nearest of ``[(distance, value), ...]`` (sorted), and any as near as the k-th:
+    between grid points several rows are equally near, and which of them count must not depend
+    on their values (sorting puts the smaller first, which biased rates low)."""
+    if len(scored) <= k:
+        return scored
+    edge = scored[k - 1][0] + 1e-9
+    return [s for s in scored if s[0] <= edge]
+
+
 def nearest(rows: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
     """The value at ``features`` from measured rows ``[(*features, value), ...]``: the
     inverse-distance weighted geometric mean (distances in log2 space) of the ``k`` nearest rows'
-    values; a row at distance zero is taken as it is."""
+    values (and those as near as the k-th); a row at distance zero is taken as it is."""
     want = [math.log2(max(f, 1.0)) for f in features]
     scored = sorted((math.sqrt(sum((math.log2(max(a, 1.0)) - b) ** 2
                                    for a, b in zip(row[:-1], want, strict=True))), row[-1]) for row in rows)
-    near = scored[:k]
+    near = _k_nearest(scored, k)
     if near[0][0] < 1e-9:
         return near[0][1]
     weights = [1.0 / d ** 2 for d, _ in near]
@@ -177,7 +187,7 @@ def nearest(rows: Sequence[Sequence[float]], features: Sequence[float], k: int =
 
 def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
     """FLOP/s at a shape, from a grid ``[(*features, flops, seconds), ...]``: the inverse-distance
-    mean (in log2 space) of the rates of the ``k`` nearest grid shapes."""
+    mean (in log2 space) of the rates of the ``k`` nearest grid shapes (and those as near as the k-th)."""
     want = [math.log2(max(f, 1.0)) for f in features]
     scored = []
     for row in grid:
@@ -185,7 +195,7 @@ def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: 
         d = math.sqrt(sum((math.log2(max(a, 1.0)) - b) ** 2 for a, b in zip(feat, want, strict=True)))
         scored.append((d, fl / sec))
     scored.sort()
-    near = scored[:k]
+    near = _k_nearest(scored, k)
     if near[0][0] < 1e-9:
         return near[0][1]
     weights = [1.0 / d ** 2 for d, _ in near]
@@ -546,7 +556,7 @@ class CpuCost:
         w = _shape(arg_types[1])
         o, c = w[2], w[3]
         direct_types = [arg_types[0], TensorType((o, c, 3, 3), arg_types[1].dtype), *arg_types[2:]]
-        direct_attrs = {k: v for k, v in attrs.items() if k != "tile_size"}
+        direct_attrs = {k: attrs[k] for k in attrs if k != "tile_size"}  # a dict or a call's Attrs
         direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
         points = self.profile.curve("winograd_ratio") or [[1.0, 1.0]]
         return direct * _ratio_at(points, winograd_intensity(c, o))
