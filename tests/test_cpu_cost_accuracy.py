@@ -75,3 +75,27 @@ def test_predict_costs_a_winograd_convolution_called_with_its_attrs():
     """
     seconds = predict(rg.parse(text))
     assert math.isfinite(seconds) and seconds > 0
+
+
+def test_an_op_takes_its_own_in_program_factor_before_its_kinds():
+    from relaygraph.ir.types import TensorType
+
+    data = dict(cpu_cost.default_profile(progress=False).profile.data)
+    data["in_program"] = {"kind:elementwise": 1.0, "kind:gemm": 1.2, "add": 2.0}
+    model = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    assert model.factor("add") == 2.0 and model.factor("multiply") == 1.0
+    assert model.factor("fused.add_relu") == 1.0  # a fused op: its anchor's kind's
+    assert model.factor("fused.dense_bias") == 1.2
+    t = TensorType((64, 256), "float32")
+    assert math.isclose(model("add", {}, [t, t], t) - model.profile.dispatch,
+                        2.0 * (model("multiply", {}, [t, t], t) - model.profile.dispatch)
+                        * model.kernel("add", {}, [t, t], t) / model.kernel("multiply", {}, [t, t], t))
+
+
+def test_in_program_factors_are_kept_per_op_of_the_calibration_programs():
+    cal = calibrate._Calibration(quick=False, progress=False)
+    cal.in_program()
+    factors = cal.data["in_program"]
+    assert {"kind:gemm", "kind:elementwise"} <= set(factors)
+    assert {"nn.dense", "add"} & set(factors)  # the attention block's products and residual adds
+    assert all(0.5 <= f <= 3.0 for f in factors.values())

@@ -569,8 +569,8 @@ class _Calibration:
         program of each family (a convolutional block and a transformer-like block) runs through
         the executor with every instruction timed in place (the plan's own order and frees), then
         each instruction is looped on the inputs it had; the ratio of the two, per op kind
-        ("kind:conv", ...), is the profile's in-program factor for that kind (a profile may also
-        hold one per op, which ``CpuCost.factor`` prefers)."""
+        ("kind:conv", ...) and per op the programs run, is the profile's in-program factor for
+        that kind or op (``CpuCost.factor`` prefers the op's own)."""
         from ..eval.executor import Plan, compile_function
         from ..ty import infer_type
         from .cpu_cost import op_kind
@@ -610,12 +610,15 @@ class _Calibration:
                 # the same kernel looped on the same inputs, right after (so under the same load)
                 looped = measure(lambda r=run, a=args, e=attrs: r(a, e), self.repeats, self.min_seconds,
                                  self.timer)
-                # per kind, summed over its instructions, so the larger kernels weigh most: a
-                # microsecond kernel's ratio says as much about the clock as about the kernel
-                key = f"kind:{op_kind(call.op.name)}"
-                measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:])
-                alone[key] = alone.get(key, 0.0) + looped
-        # a kind whose kernels took only microseconds in all says more about the clock than the kernels
+                # per kind and per op, summed over its instructions, so the larger kernels weigh
+                # most: a microsecond kernel's ratio says as much about the clock as about the
+                # kernel. Per op too, as a kind's sum is its largest kernels' ratio: erf's 1.0 hid
+                # that an add or bias_add after a product ran 1.5-2x its looped time (it reads the
+                # product's fresh output and writes to fresh memory)
+                for key in (f"kind:{op_kind(call.op.name)}", call.op.name):
+                    measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:])
+                    alone[key] = alone.get(key, 0.0) + looped
+        # a kind (or op) whose kernels took microseconds in all says more about the clock than them
         self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0)
                                    for k in measured if alone[k] > 2e-5}
         self.step("in-program factors")
