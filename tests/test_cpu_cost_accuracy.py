@@ -84,8 +84,8 @@ def test_an_op_takes_its_own_in_program_factor_before_its_kinds():
     data["in_program"] = {"kind:elementwise": 1.0, "kind:gemm": 1.2, "add": 2.0}
     model = cpu_cost.CpuCost(cpu_cost.Profile(data))
     assert model.factor("add") == 2.0 and model.factor("multiply") == 1.0
-    assert model.factor("fused.add_relu") == 1.0  # a fused op: its anchor's kind's
-    assert model.factor("fused.dense_bias") == 1.2
+    assert model.factor("fused.add_relu") == 2.0  # a fused op: its anchor's
+    assert model.factor("fused.multiply_add") == 1.0 and model.factor("fused.dense_bias") == 1.2
     t = TensorType((64, 256), "float32")
     assert math.isclose(model("add", {}, [t, t], t) - model.profile.dispatch,
                         2.0 * (model("multiply", {}, [t, t], t) - model.profile.dispatch)

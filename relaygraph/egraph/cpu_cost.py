@@ -423,8 +423,8 @@ class CpuCost:
 
     def factor(self, op: str) -> float:
         """The profile's in-program factor for ``op``: its own when the calibration's programs
-        ran it, else its kind's; a fused op's anchor's kind's (its epilogue runs in place, not
-        as the anchor op's own epilogue-free kernel ran in those programs)."""
+        ran it, else its kind's; a fused op's anchor's (it reads the anchor's fresh inputs and
+        writes fresh memory as the anchor does)."""
         factors = self.profile.in_program
         if not factors:
             return 1.0
@@ -432,7 +432,7 @@ class CpuCost:
             from ..ops.fused_ops import definition
 
             d = definition(op) if _lookup(op) is not None else None
-            return factors.get(f"kind:{op_kind(d.parts[0].op if d is not None else 'add')}", 1.0)
+            op = d.parts[0].op if d is not None else "add"
         found = factors.get(op)
         return found if found is not None else factors.get(f"kind:{op_kind(op)}", 1.0)
 
