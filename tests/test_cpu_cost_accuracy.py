@@ -99,3 +99,24 @@ def test_in_program_factors_are_kept_per_op_of_the_calibration_programs():
     assert {"kind:gemm", "kind:elementwise"} <= set(factors)
     assert {"nn.dense", "add"} & set(factors)  # the attention block's products and residual adds
     assert all(0.5 <= f <= 3.0 for f in factors.values())
+
+
+def test_winograd_is_priced_by_channels_in_and_out_and_image_size():
+    # 32 -> 128 and 128 -> 32 have the same c*o/(c+o), yet their transforms cost apart, and large
+    # images leave the cache: the ratio is read off the nearest calibrated shape of all three
+    from relaygraph.ir.types import TensorType
+
+    data = dict(cpu_cost.default_profile(progress=False).profile.data)
+    data["winograd"] = [[32.0, 128.0, 3136.0, 3.0], [128.0, 32.0, 784.0, 0.7]]
+    model = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+
+    def ratio(c, o, size):
+        x, out = TensorType((1, c, size, size), "float32"), TensorType((1, o, size, size), "float32")
+        direct = model.kernel("nn.conv2d", attrs, [x, TensorType((o, c, 3, 3), "float32")], out)
+        wino = model.kernel(cpu_cost.WINOGRAD, dict(attrs, tile_size=2),
+                            [x, TensorType((4, 4, o, c), "float32")], out)
+        return wino / direct
+
+    assert math.isclose(ratio(32, 128, 56), 3.0) and math.isclose(ratio(128, 32, 28), 0.7)
+    assert ratio(32, 128, 28) > ratio(128, 32, 56)  # each nearer its own channels' row

@@ -35,7 +35,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind"]
 
-FORMAT = 3  # the layout of the profile file and the meaning of its figures
+FORMAT = 4  # the layout of the profile file and the meaning of its figures
 PROFILE_FILE = "cpu-profile.json"
 
 
@@ -149,17 +149,6 @@ def curve_at(points: Sequence[Sequence[float]], n: float) -> float:
     return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
 
 
-def _ratio_at(points: Sequence[Sequence[float]], x: float) -> float:
-    """A correction factor at ``x`` from ``[(x, factor), ...]``: linear in log x, clamped at the ends."""
-    if x <= points[0][0]:
-        return points[0][1]
-    if x >= points[-1][0]:
-        return points[-1][1]
-    i = bisect.bisect_left([p[0] for p in points], x)
-    (x0, r0), (x1, r1) = points[i - 1], points[i]
-    return r0 + (r1 - r0) * (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
-
-
 def _k_nearest(scored: list, k: int) -> list:
     """The ``k`` nearest of ``[(distance, value), ...]`` (sorted), and any as near as the k-th:
     between grid points several rows are equally near, and which of them count must not depend
@@ -248,10 +237,11 @@ WINOGRAD_DIRECT = {WINOGRAD: "nn.conv2d", "fused.winograd_bias": "fused.conv2d_b
                    "fused.winograd_bias_relu": "fused.conv2d_bias_relu"}
 
 
-def winograd_intensity(c: int, o: int) -> float:
-    """What Winograd's gain over the direct kernel follows: the GEMMs' saving grows with in x out
-    channels, the transforms' cost with in + out channels (per tile)."""
-    return max(c * o / max(c + o, 1), 1e-3)
+def winograd_features(c: int, o: int, out: float) -> tuple:
+    """A 3x3 convolution's shape as the profile's Winograd rows key it: channels in, channels
+    out (the input and output transforms cost apart: 32 -> 128 and 128 -> 32 differ) and output
+    pixels (on large images the transformed tiles leave the cache)."""
+    return (float(c), float(o), max(1.0, out / max(o, 1)))
 
 
 def _shape(t) -> tuple:
@@ -341,6 +331,8 @@ class Profile:
         # measured over the structural estimate, per shape: [(m, o, k, taps, ratio)]
         self.conv: list = data["conv"]
         self.conv_transpose: list = data.get("conv_transpose", [])
+        # Winograd's time over the direct kernel's, per shape: [(c, o, pixels, ratio)]
+        self.winograd: list = data.get("winograd", [])
         # a fused op's measured time over its anchor's (or its parts') prediction, per shape:
         # {op: [(*features, ratio)]}, features as ``fused_features`` gives them
         self.fused: dict[str, list] = data.get("fused", {})
@@ -552,15 +544,15 @@ class CpuCost:
     def _winograd(self, op: str, attrs, arg_types, out_type) -> float:
         """Seconds of a Winograd F(2x2, 3x3) kernel (alone or fused): the direct 3x3 kernel's time
         (nn.conv2d, or the fused conv2d op with the same steps) times the ratio of the two kernels'
-        times measured at this channel intensity, so the choice between them follows that
-        measurement."""
+        times measured on the nearest calibrated shapes (channels in and out, output pixels), so
+        the choice between them follows that measurement."""
         w = _shape(arg_types[1])
         o, c = w[2], w[3]
         direct_types = [arg_types[0], TensorType((o, c, 3, 3), arg_types[1].dtype), *arg_types[2:]]
         direct_attrs = {k: attrs[k] for k in attrs if k != "tile_size"}  # a dict or a call's Attrs
         direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
-        points = self.profile.curve("winograd_ratio") or [[1.0, 1.0]]
-        return direct * _ratio_at(points, winograd_intensity(c, o))
+        rows = self.profile.winograd
+        return direct * (nearest(rows, winograd_features(c, o, _numel(out_type))) if rows else 1.0)
 
     def _fused(self, op: str, attrs, arg_types, out_type) -> float:
         record = _lookup(op)
