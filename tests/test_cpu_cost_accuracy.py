@@ -86,10 +86,13 @@ def test_an_op_takes_its_own_in_program_factor_before_its_kinds():
     assert model.factor("add") == 2.0 and model.factor("multiply") == 1.0
     assert model.factor("fused.add_relu") == 2.0  # a fused op: its anchor's
     assert model.factor("fused.multiply_add") == 1.0 and model.factor("fused.dense_bias") == 1.2
+    # the factor applies above the op's fixed cost per call (its curve's floor)
     t = TensorType((64, 256), "float32")
-    assert math.isclose(model("add", {}, [t, t], t) - model.profile.dispatch,
-                        2.0 * (model("multiply", {}, [t, t], t) - model.profile.dispatch)
-                        * model.kernel("add", {}, [t, t], t) / model.kernel("multiply", {}, [t, t], t))
+    kernel, floor = model.kernel("add", {}, [t, t], t), model.floor("add")
+    assert 0 < floor < kernel
+    assert math.isclose(model("add", {}, [t, t], t), model.profile.dispatch + floor + 2.0 * (kernel - floor))
+    tiny = TensorType((4,), "float32")
+    assert math.isclose(model("add", {}, [tiny, tiny], tiny), model.profile.dispatch + floor)
 
 
 def test_in_program_factors_are_kept_per_op_of_the_calibration_programs():

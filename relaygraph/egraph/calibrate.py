@@ -580,6 +580,7 @@ class _Calibration:
 
         measured: dict[str, float] = {}
         alone: dict[str, float] = {}
+        total: dict[str, float] = {}  # looped time with the fixed cost: what decides a ratio means something
         for func, values in self._synthetic_programs():
             typed = infer_type(IRModule.from_expr(func))
             func = typed["main"]
@@ -618,12 +619,15 @@ class _Calibration:
                 # kernel. Per op too, as a kind's sum is its largest kernels' ratio: erf's 1.0 hid
                 # that an add or bias_add after a product ran 1.5-2x its looped time (it reads the
                 # product's fresh output and writes to fresh memory)
+                # above the op's fixed cost per call, as CpuCost.in_program applies the factor
+                floor = min(self.data["curves"].get(call.op.name, [[0.0, 0.0]])[0][1], looped)
                 for key in (f"kind:{op_kind(call.op.name)}", call.op.name):
-                    measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:])
-                    alone[key] = alone.get(key, 0.0) + looped
+                    measured[key] = measured.get(key, 0.0) + max(statistics.median(samples[2:]) - floor, 0.0)
+                    alone[key] = alone.get(key, 0.0) + looped - floor
+                    total[key] = total.get(key, 0.0) + looped
         # a kind (or op) whose kernels took microseconds in all says more about the clock than them
-        self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0)
-                                   for k in measured if alone[k] > 2e-5}
+        self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0 else 1.0
+                                   for k in measured if total[k] > 2e-5}
         self.step("in-program factors")
 
     def _synthetic_programs(self) -> list:

@@ -411,7 +411,21 @@ class CpuCost:
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
         t = self.kernel(op, attrs or {}, list(arg_types), out_type)
-        return self.profile.dispatch + t * self.factor(op)
+        return self.profile.dispatch + self.in_program(op, t)
+
+    def in_program(self, op: str, t: float) -> float:
+        """Seconds of a kernel that takes ``t`` looped alone when it runs inside a program: the
+        part above the op's fixed cost per call (its curve's floor) times the in-program factor.
+        A program's slowdown comes from memory (inputs out of cache, outputs on fresh pages), so
+        a kernel on a handful of elements runs as fast as looped, and an add on 100K elements
+        twice as slow."""
+        floor = min(self.floor(op), t)
+        return floor + (t - floor) * self.factor(op)
+
+    def floor(self, op: str) -> float:
+        """The op's fixed seconds per call: its measured curve's smallest size, or 0 when it has none."""
+        points = self.profile.curve(op)
+        return points[0][1] if points else 0.0
 
     def factor(self, op: str) -> float:
         """The profile's in-program factor for ``op``: its own when the calibration's programs
@@ -611,9 +625,10 @@ class CpuCost:
         """Seconds of one Primitive group (one instruction): a numexpr program when the executor
         makes one, else its members' kernels in turn."""
         if elementwise_program:
-            return self.profile.dispatch + self._numexpr(len(members), _numel(out_type)) * self.factor("add")
-        return self.profile.dispatch + sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) * self.factor(m[0])
-                                           for m in members)
+            t = self._numexpr(len(members), _numel(out_type))
+            return self.profile.dispatch + self.in_program("add", t)
+        return self.profile.dispatch + sum(
+            self.in_program(m[0], self.kernel(m[0], m[1] or {}, list(m[2]), m[3])) for m in members)
 
 
 _DEFAULT: dict[str, CpuCost] = {}
