@@ -17,9 +17,10 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
 - every fused op of the op table anchored on a convolution or a dense: its kernel's time over
   the anchor's on the same inputs, per shape (so a new or faster fused kernel is covered by
   calibrating again); the other fused ops and numexpr groups over their parts' prediction;
-- in-program factors per op kind: synthetic programs (a convolutional and a transformer-like
-  block) run through the executor with each instruction timed in place, against the same kernel
-  looped on the same inputs;
+- in-program factors per op kind and per op: synthetic programs (a convolutional block with a
+  Winograd convolution, and a transformer-like block) run through the executor with each
+  instruction timed in place, against the same kernel looped on the same inputs, above the op's
+  fixed cost per call;
 - a probe (``Probe``), a few fixed kernels timed during calibration, to compare the machine's
   speed at another time (under another load) with the profile's.
 
@@ -606,7 +607,7 @@ class _Calibration:
                            [(timed(run, i), ins, out, extra, frees)
                             for i, (run, ins, out, extra, frees) in enumerate(plan.instrs)],
                            plan.labels, plan.output)
-            for _ in range(2 + self.repeats * 2):
+            for _ in range(2 + self.repeats * 4):  # per op, one instance can be all there is: more runs
                 wrapped.run(values)
             for call, samples, (run, args, attrs) in zip(nodes, times, seen, strict=True):
                 if not isinstance(call, Call):
@@ -649,6 +650,13 @@ class _Calibration:
         y = op("nn.max_pool2d", y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
         z = op("nn.conv2d", y, weight(c, c, 1, 1))
         z = op("nn.bias_add", z, const(_rand(r, (c,))), axis=1)
+        # a Winograd convolution too: its transformed tiles take more memory than the direct
+        # kernel's, so it slows more inside a program than the direct kernel does
+        from ..ops.winograd import winograd_weight
+        from .cpu_cost import WINOGRAD
+
+        u = const(winograd_weight(_rand(r, (c, c, 3, 3), -0.1, 0.1)))
+        z = op("add", z, op(WINOGRAD, y, u, tile_size=2, padding=(1, 1)))
         y = op("nn.relu", op("add", z, y))
         y = op("nn.global_avg_pool2d", y)
         y = op("nn.dense", op("nn.batch_flatten", y), weight(100, c))
