@@ -123,3 +123,17 @@ def test_winograd_is_priced_by_channels_in_and_out_and_image_size():
 
     assert math.isclose(ratio(32, 128, 56), 3.0) and math.isclose(ratio(128, 32, 28), 0.7)
     assert ratio(32, 128, 28) > ratio(128, 32, 56)  # each nearer its own channels' row
+
+
+def test_a_small_fused_op_is_not_inflated_by_its_anchors_factor():
+    from relaygraph.ir.types import TensorType
+
+    data = dict(cpu_cost.default_profile(progress=False).profile.data)
+    data["in_program"] = {"kind:elementwise": 1.0, "add": 3.0}
+    model = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    assert model.floor("fused.add_relu") == model.floor("add") > 0
+    t = TensorType((4,), "float32")
+    kernel = model.kernel("fused.add_relu", {}, [t, t], t)
+    got = model("fused.add_relu", {}, [t, t], t) - model.profile.dispatch
+    floor = min(model.floor("add"), kernel)
+    assert math.isclose(got, floor + 3.0 * (kernel - floor)) and got < 3.0 * kernel

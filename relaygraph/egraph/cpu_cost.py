@@ -399,6 +399,17 @@ def load_profile(path: str | None = None, check: bool = True) -> Profile:
     return profile
 
 
+def _anchor(op: str) -> str:
+    """The op a fused op is built on (its first part; ``add`` for a group outside the op table),
+    or ``op`` itself."""
+    if not op.startswith("fused."):
+        return op
+    from ..ops.fused_ops import definition
+
+    d = definition(op) if _lookup(op) is not None else None
+    return d.parts[0].op if d is not None else "add"
+
+
 class CpuCost:
     """The ``cpu`` cost function of one profile: ``model(op, attrs, arg_types, out_type) -> seconds``."""
 
@@ -423,8 +434,9 @@ class CpuCost:
         return floor + (t - floor) * self.factor(op)
 
     def floor(self, op: str) -> float:
-        """The op's fixed seconds per call: its measured curve's smallest size, or 0 when it has none."""
-        points = self.profile.curve(op)
+        """The op's fixed seconds per call: its measured curve's smallest size (a fused op's
+        anchor's), or 0 when it has none."""
+        points = self.profile.curve(_anchor(op))
         return points[0][1] if points else 0.0
 
     def factor(self, op: str) -> float:
@@ -434,11 +446,7 @@ class CpuCost:
         factors = self.profile.in_program
         if not factors:
             return 1.0
-        if op.startswith("fused."):
-            from ..ops.fused_ops import definition
-
-            d = definition(op) if _lookup(op) is not None else None
-            op = d.parts[0].op if d is not None else "add"
+        op = _anchor(op)
         found = factors.get(op)
         return found if found is not None else factors.get(f"kind:{op_kind(op)}", 1.0)
 
