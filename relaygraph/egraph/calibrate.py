@@ -398,7 +398,8 @@ class _Calibration:
                        (160, 17, 192, (7, 1), 1, (3, 0)), (512, 28, 512, (3, 3), 1, (1, 1)),
                        # few channels in, many out, on large images: Winograd's output transform
                        # dominates there, and it ran 1.2-3.6x the direct kernel's time
-                       (32, 56, 128, (3, 3), 1, (1, 1)), (64, 28, 256, (3, 3), 1, (1, 1))]
+                       (32, 56, 128, (3, 3), 1, (1, 1)), (64, 28, 256, (3, 3), 1, (1, 1)),
+                       (64, 14, 256, (3, 3), 1, (1, 1))]
         return shapes
 
     def _depthwise_shapes(self) -> list:
