@@ -7,9 +7,11 @@ thread and with two; and the e-graph at least as fast as the pipeline on every z
 model the program is optimized once (weights bound as constants, default rule sets, ``--cost``)
 and the pipeline (``--pipeline``, default tvm-o3: TVM's opt_level-3 build sequence) runs on the
 same bound program; then the original, the pipeline's and the optimized program run on the same
-inputs, alternated, and the medians are compared. Both rewritten programs are checked against the
-original. The predicted speedup is the cost model's (cost before / cost after). Each row shows the
-1-minute load average after it was measured: the machine may be shared.
+inputs, alternated (more rounds for small programs, ``--budget``), and the medians are compared:
+by CPU time with one BLAS thread (the load of a shared machine moves it far less than the wall
+clock; the cpu profile is timed alike), else by the wall clock. Both rewritten programs are
+checked against the original. The predicted speedup is the cost model's (cost before / cost
+after). Each row shows the 1-minute load average after it was measured: the machine may be shared.
 
 Thread counts: with threadpoolctl installed, BLAS threads are limited in this process; otherwise
 each count runs in a subprocess with OPENBLAS/OMP/MKL_NUM_THREADS set before numpy loads, and with
@@ -83,13 +85,15 @@ def _agree(a, b) -> bool:
 
 
 def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool,
-        pipeline: str = "tvm-o3") -> list[dict]:
+        pipeline: str = "tvm-o3", budget: float = 0.0) -> list[dict]:
     """Optimize each model once, run the pipeline on it, and time the three programs under each
     thread count; one row per model and thread count."""
     import contextlib
 
     import relaygraph as rg
-    from relaygraph.egraph.optimize import median_times, random_inputs
+    from relaygraph.egraph.cpu_cost import clock_of, machine_key
+    from relaygraph.egraph.optimize import random_inputs
+    from relaygraph.egraph.program_profile import time_programs
     from relaygraph.errors import RelayError
 
     limit = _limiter()
@@ -110,11 +114,15 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
         for n in threads:
             _set_numexpr_threads(n)
             with (limit(n) if limit is not None else contextlib.nullcontext()):
-                times, values = median_times([res.original, piped, res.module], inputs, runs)
+                mods = [res.original, piped, res.module]
+                values = [rg.evaluate(m, *inputs) for m in mods]
+                # by the cpu profile's clock: CPU time with one BLAS thread (a shared machine's
+                # load moves it far less than the wall clock), else the wall clock
+                times, walls, _ = time_programs(mods, inputs, runs, budget)
             rows.append({"name": name, "label": _label(name, quick), "threads": n, "seconds": seconds,
-                         "times": times, "predicted": predicted, "check": res.check_passed,
+                         "times": times, "walls": walls, "predicted": predicted, "check": res.check_passed,
                          "pipeline_check": _agree(values[0], values[1]), "result": res, "piped": piped,
-                         "load": os.getloadavg()[0]})
+                         "load": os.getloadavg()[0], "clock": clock_of(machine_key())})
             print(f"  {name}, {n} thread(s): measured (load {rows[-1]['load']:.1f})", flush=True)
     return rows
 
@@ -129,8 +137,10 @@ def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
     """Print the table, then the ops each optimization changed."""
     from relaygraph.egraph.compare import _ops
 
-    print(f"cost model: {cost}; pipeline: {pipeline}; medians of alternated runs; load = 1-minute load "
-          "average after the row (the machine may be shared)")
+    clocks = sorted({"CPU time" if r["clock"] == "cpu" else "wall clock" for r in rows if "clock" in r})
+    print(f"cost model: {cost}; pipeline: {pipeline}; medians of alternated runs by {' and '.join(clocks)} "
+          "(CPU time with one BLAS thread); load = 1-minute load average after the row (the machine may "
+          "be shared)")
     print(f"{'model':<22}{'threads':>8}{'opt time':>10}{'original':>11}{'pipeline':>11}{'e-graph':>11}"
           f"{'pipe x':>8}{'e-graph x':>10}{'predicted':>10}{'target':>8}{'load':>6}  verdict")
     for row in rows:
@@ -173,6 +183,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", default="1,2", help="BLAS (and numexpr) thread counts")
     p.add_argument("--runs", type=int, default=9, help="alternated runs of each program")
     p.add_argument("--quick", action="store_true", help="small configurations (a smoke run)")
+    p.add_argument("--budget", type=float, default=3.0, help="seconds of extra alternated runs for "
+                                                             "small programs (up to 200 runs)")
     args = p.parse_args(argv)
     import relaygraph as rg
 
@@ -190,7 +202,8 @@ def main(argv=None) -> int:
     if _limiter() is not None or len(threads) == 1:
         if _limiter() is None and os.environ.get("OPENBLAS_NUM_THREADS") != str(threads[0]):
             return _in_subprocess(argv, threads)
-        report(run(models, threads, cost, args.runs, args.quick, args.pipeline), cost, args.pipeline)
+        report(run(models, threads, cost, args.runs, args.quick, args.pipeline, args.budget), cost,
+               args.pipeline)
         return 0
     return _in_subprocess(argv, threads)
 

@@ -8,7 +8,7 @@ import pytest
 
 import relaygraph as rg
 from relaygraph.cli import main
-from relaygraph.egraph.cpu_cost import WINOGRAD, _ratio_at, default_profile, winograd_intensity
+from relaygraph.egraph.cpu_cost import WINOGRAD, default_profile, nearest, winograd_features
 from relaygraph.errors import RelayTypeError
 from relaygraph.ops.conv import conv2d_nchw
 from relaygraph.ops.winograd import WINOGRAD_G, winograd_weight
@@ -248,13 +248,13 @@ def test_conv2d_add_broadcasting_beyond_the_convolution_keeps_values():
 # -- the cpu cost ----------------------------------------------------------------------------------
 def test_cpu_cost_is_the_direct_kernel_times_the_measured_ratio():
     model = default_profile(progress=False)
-    points = model.profile.curve("winograd_ratio")
-    assert points, "calibration measures Winograd against the direct kernel"
+    rows = model.profile.winograd
+    assert rows, "calibration measures Winograd against the direct kernel"
     x, out = rg.TensorType((1, 32, 28, 28), F32), rg.TensorType((1, 48, 28, 28), F32)
     attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
     direct = model.kernel("nn.conv2d", attrs, [x, rg.TensorType((48, 32, 3, 3), F32)], out)
     wino = model.kernel(WINOGRAD, dict(attrs, tile_size=2), [x, rg.TensorType((4, 4, 48, 32), F32)], out)
-    assert wino == pytest.approx(direct * _ratio_at(points, winograd_intensity(32, 48)))
+    assert wino == pytest.approx(direct * nearest(rows, winograd_features(32, 48, 48 * 28 * 28)))
     bias = rg.TensorType((48,), F32)
     fused = model.kernel("fused.winograd_bias_relu", dict(attrs, tile_size=2),
                          [x, rg.TensorType((4, 4, 48, 32), F32), bias], out)

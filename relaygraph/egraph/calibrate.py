@@ -17,9 +17,10 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
 - every fused op of the op table anchored on a convolution or a dense: its kernel's time over
   the anchor's on the same inputs, per shape (so a new or faster fused kernel is covered by
   calibrating again); the other fused ops and numexpr groups over their parts' prediction;
-- in-program factors per op kind: synthetic programs (a convolutional and a transformer-like
-  block) run through the executor with each instruction timed in place, against the same kernel
-  looped on the same inputs;
+- in-program factors per op kind and per op: synthetic programs (a convolutional block with a
+  Winograd convolution, and a transformer-like block) run through the executor with each
+  instruction timed in place, against the same kernel looped on the same inputs, above the op's
+  fixed cost per call;
 - a probe (``Probe``), a few fixed kernels timed during calibration, to compare the machine's
   speed at another time (under another load) with the profile's.
 
@@ -55,6 +56,7 @@ __all__ = ["calibrate", "measure", "Probe"]
 
 F32 = np.float32
 COLD_BYTES = 48 << 20  # more than the last-level caches of the machines this runs on
+MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
 
 
 def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-3,
@@ -174,6 +176,9 @@ def _curve_specs() -> dict[str, Callable]:
         specs[name] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {"axis": [-1]})
     specs["transpose"] = lambda rng, n: ([_rand(rng, (max(1, n // 1024), 16, 64))], {"axes": [1, 0, 2]})
     specs["reshape"] = lambda rng, n: ([_rand(rng, _rows(n, 256))], {"newshape": [-1]})
+    # views, but several times a reshape's fixed cost (an LSTM splits its gates every step)
+    specs["split"] = lambda rng, n: ([_rand(rng, _rows(max(n, 16), 256))],
+                                     {"indices_or_sections": 4, "axis": -1})
     specs["concatenate"] = None  # a tuple input: measured below with its own builder
     specs["nn.max_pool2d"] = lambda rng, n: (
         [_rand(rng, nchw(max(n // 2, 64)))], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1)})
@@ -205,7 +210,7 @@ class _Calibration:
         self.rng = np.random.default_rng(0)
         self.repeats = 3 if quick else 5
         self.min_seconds = 5e-4 if quick else 3e-3
-        self.sizes = [1 << 10, 1 << 17] if quick else [1 << 8, 1 << 12, 1 << 15, 1 << 18, 1 << 21]
+        self.sizes = [1 << 10, 1 << 17] if quick else [1 << 4, 1 << 8, 1 << 12, 1 << 15, 1 << 18, 1 << 21]
         self.max_flops = 3e7 if quick else 1.5e9
         self.clock = clock_of(machine_key())
         self.timer = timer(self.clock)
@@ -228,8 +233,10 @@ class _Calibration:
 
     def cold_time(self, kernel, args: list, attrs, weight: int = 1) -> float:
         """Seconds of ``kernel`` with ``args[weight]`` read cold, as a program reads each weight
-        once a run: the calls rotate over copies of the weight that together overflow the cache."""
-        copies = max(1, min(16, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
+        once a run: the calls rotate over copies of the weight that together overflow the cache.
+        The copies' bytes, not their number, must exceed the cache: sixteen copies of a 1 MB weight
+        stay in a 32 MB last-level cache and ran twice as fast as the same weight read cold."""
+        copies = max(1, min(MAX_COPIES, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
         sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
         turn = [0]
 
@@ -388,7 +395,11 @@ class _Calibration:
                        (256, 28, 256, (3, 3), 1, (1, 1)), (128, 28, 32, (3, 3), 1, (1, 1)),
                        (16, 55, 64, (1, 1), 1, (0, 0)), (16, 55, 64, (3, 3), 1, (1, 1)),
                        (256, 14, 512, (1, 1), 2, (0, 0)), (128, 17, 128, (1, 7), 1, (0, 3)),
-                       (160, 17, 192, (7, 1), 1, (3, 0)), (512, 28, 512, (3, 3), 1, (1, 1))]
+                       (160, 17, 192, (7, 1), 1, (3, 0)), (512, 28, 512, (3, 3), 1, (1, 1)),
+                       # few channels in, many out, on large images: Winograd's output transform
+                       # dominates there, and it ran 1.2-3.6x the direct kernel's time
+                       (32, 56, 128, (3, 3), 1, (1, 1)), (64, 28, 256, (3, 3), 1, (1, 1)),
+                       (64, 14, 256, (3, 3), 1, (1, 1))]
         return shapes
 
     def _depthwise_shapes(self) -> list:
@@ -437,7 +448,7 @@ class _Calibration:
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
         from ..ops.winograd import winograd_weight
-        from .cpu_cost import WINOGRAD, winograd_intensity
+        from .cpu_cost import WINOGRAD, winograd_features
 
         rows = []
         winograd: list = []
@@ -461,7 +472,7 @@ class _Calibration:
                 wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))
                 pairs = [self.kernel_time(wk, [x, u], wattrs) / self.kernel_time(kernel, [x, w], attrs)
                          for _ in range(3)]
-                winograd.append([winograd_intensity(c, o), statistics.median(pairs)])
+                winograd.append([*winograd_features(c, o, float(out.size)), statistics.median(pairs)])
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops + residual_ops:
@@ -473,7 +484,7 @@ class _Calibration:
                     [*features, self.kernel_time(fk, arrays, fattrs) / t])
             self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
         self.data["conv"] = rows
-        self.data["curves"]["winograd_ratio"] = _merge(winograd)
+        self.data["winograd"] = winograd
         grouped = []
         for c, size, stride in self._depthwise_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, 1, 3, 3))
@@ -563,14 +574,15 @@ class _Calibration:
         program of each family (a convolutional block and a transformer-like block) runs through
         the executor with every instruction timed in place (the plan's own order and frees), then
         each instruction is looped on the inputs it had; the ratio of the two, per op kind
-        ("kind:conv", ...), is the profile's in-program factor for that kind (a profile may also
-        hold one per op, which ``CpuCost.factor`` prefers)."""
+        ("kind:conv", ...) and per op the programs run, is the profile's in-program factor for
+        that kind or op (``CpuCost.factor`` prefers the op's own)."""
         from ..eval.executor import Plan, compile_function
         from ..ty import infer_type
         from .cpu_cost import op_kind
 
         measured: dict[str, float] = {}
         alone: dict[str, float] = {}
+        total: dict[str, float] = {}  # looped time with the fixed cost: what decides a ratio means something
         for func, values in self._synthetic_programs():
             typed = infer_type(IRModule.from_expr(func))
             func = typed["main"]
@@ -596,7 +608,7 @@ class _Calibration:
                            [(timed(run, i), ins, out, extra, frees)
                             for i, (run, ins, out, extra, frees) in enumerate(plan.instrs)],
                            plan.labels, plan.output)
-            for _ in range(2 + self.repeats * 2):
+            for _ in range(2 + self.repeats * 4):  # per op, one instance can be all there is: more runs
                 wrapped.run(values)
             for call, samples, (run, args, attrs) in zip(nodes, times, seen, strict=True):
                 if not isinstance(call, Call):
@@ -604,14 +616,20 @@ class _Calibration:
                 # the same kernel looped on the same inputs, right after (so under the same load)
                 looped = measure(lambda r=run, a=args, e=attrs: r(a, e), self.repeats, self.min_seconds,
                                  self.timer)
-                # per kind, summed over its instructions, so the larger kernels weigh most: a
-                # microsecond kernel's ratio says as much about the clock as about the kernel
-                key = f"kind:{op_kind(call.op.name)}"
-                measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:])
-                alone[key] = alone.get(key, 0.0) + looped
-        # a kind whose kernels took only microseconds in all says more about the clock than the kernels
-        self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0)
-                                   for k in measured if alone[k] > 2e-5}
+                # per kind and per op, summed over its instructions, so the larger kernels weigh
+                # most: a microsecond kernel's ratio says as much about the clock as about the
+                # kernel. Per op too, as a kind's sum is its largest kernels' ratio: erf's 1.0 hid
+                # that an add or bias_add after a product ran 1.5-2x its looped time (it reads the
+                # product's fresh output and writes to fresh memory)
+                # above the op's fixed cost per call, as CpuCost.in_program applies the factor
+                floor = min(self.data["curves"].get(call.op.name, [[0.0, 0.0]])[0][1], looped)
+                for key in (f"kind:{op_kind(call.op.name)}", call.op.name):
+                    measured[key] = measured.get(key, 0.0) + max(statistics.median(samples[2:]) - floor, 0.0)
+                    alone[key] = alone.get(key, 0.0) + looped - floor
+                    total[key] = total.get(key, 0.0) + looped
+        # a kind (or op) whose kernels took microseconds in all says more about the clock than them
+        self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0 else 1.0
+                                   for k in measured if total[k] > 2e-5}
         self.step("in-program factors")
 
     def _synthetic_programs(self) -> list:
@@ -633,6 +651,13 @@ class _Calibration:
         y = op("nn.max_pool2d", y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
         z = op("nn.conv2d", y, weight(c, c, 1, 1))
         z = op("nn.bias_add", z, const(_rand(r, (c,))), axis=1)
+        # a Winograd convolution too: its transformed tiles take more memory than the direct
+        # kernel's, so it slows more inside a program than the direct kernel does
+        from ..ops.winograd import winograd_weight
+        from .cpu_cost import WINOGRAD
+
+        u = const(winograd_weight(_rand(r, (c, c, 3, 3), -0.1, 0.1)))
+        z = op("add", z, op(WINOGRAD, y, u, tile_size=2, padding=(1, 1)))
         y = op("nn.relu", op("add", z, y))
         y = op("nn.global_avg_pool2d", y)
         y = op("nn.dense", op("nn.batch_flatten", y), weight(100, c))

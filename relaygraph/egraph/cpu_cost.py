@@ -37,7 +37,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind"]
 
-FORMAT = 3  # the layout of the profile file and the meaning of its figures
+FORMAT = 4  # the layout of the profile file and the meaning of its figures
 PROFILE_STEM = "cpu-profile"
 
 
@@ -158,25 +158,24 @@ def curve_at(points: Sequence[Sequence[float]], n: float) -> float:
     return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
 
 
-def _ratio_at(points: Sequence[Sequence[float]], x: float) -> float:
-    """A correction factor at ``x`` from ``[(x, factor), ...]``: linear in log x, clamped at the ends."""
-    if x <= points[0][0]:
-        return points[0][1]
-    if x >= points[-1][0]:
-        return points[-1][1]
-    i = bisect.bisect_left([p[0] for p in points], x)
-    (x0, r0), (x1, r1) = points[i - 1], points[i]
-    return r0 + (r1 - r0) * (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+def _k_nearest(scored: list, k: int) -> list:
+    """The ``k`` nearest of ``[(distance, value), ...]`` (sorted), and any as near as the k-th:
+    between grid points several rows are equally near, and which of them count must not depend
+    on their values (sorting puts the smaller first, which biased rates low)."""
+    if len(scored) <= k:
+        return scored
+    edge = scored[k - 1][0] + 1e-9
+    return [s for s in scored if s[0] <= edge]
 
 
 def nearest(rows: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
     """The value at ``features`` from measured rows ``[(*features, value), ...]``: the
     inverse-distance weighted geometric mean (distances in log2 space) of the ``k`` nearest rows'
-    values; a row at distance zero is taken as it is."""
+    values (and those as near as the k-th); a row at distance zero is taken as it is."""
     want = [math.log2(max(f, 1.0)) for f in features]
     scored = sorted((math.sqrt(sum((math.log2(max(a, 1.0)) - b) ** 2
                                    for a, b in zip(row[:-1], want, strict=True))), row[-1]) for row in rows)
-    near = scored[:k]
+    near = _k_nearest(scored, k)
     if near[0][0] < 1e-9:
         return near[0][1]
     weights = [1.0 / d ** 2 for d, _ in near]
@@ -186,7 +185,7 @@ def nearest(rows: Sequence[Sequence[float]], features: Sequence[float], k: int =
 
 def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
     """FLOP/s at a shape, from a grid ``[(*features, flops, seconds), ...]``: the inverse-distance
-    mean (in log2 space) of the rates of the ``k`` nearest grid shapes."""
+    mean (in log2 space) of the rates of the ``k`` nearest grid shapes (and those as near as the k-th)."""
     want = [math.log2(max(f, 1.0)) for f in features]
     scored = []
     for row in grid:
@@ -194,7 +193,7 @@ def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: 
         d = math.sqrt(sum((math.log2(max(a, 1.0)) - b) ** 2 for a, b in zip(feat, want, strict=True)))
         scored.append((d, fl / sec))
     scored.sort()
-    near = scored[:k]
+    near = _k_nearest(scored, k)
     if near[0][0] < 1e-9:
         return near[0][1]
     weights = [1.0 / d ** 2 for d, _ in near]
@@ -247,10 +246,11 @@ WINOGRAD_DIRECT = {WINOGRAD: "nn.conv2d", "fused.winograd_bias": "fused.conv2d_b
                    "fused.winograd_bias_relu": "fused.conv2d_bias_relu"}
 
 
-def winograd_intensity(c: int, o: int) -> float:
-    """What Winograd's gain over the direct kernel follows: the GEMMs' saving grows with in x out
-    channels, the transforms' cost with in + out channels (per tile)."""
-    return max(c * o / max(c + o, 1), 1e-3)
+def winograd_features(c: int, o: int, out: float) -> tuple:
+    """A 3x3 convolution's shape as the profile's Winograd rows key it: channels in, channels
+    out (the input and output transforms cost apart: 32 -> 128 and 128 -> 32 differ) and output
+    pixels (on large images the transformed tiles leave the cache)."""
+    return (float(c), float(o), max(1.0, out / max(o, 1)))
 
 
 def _shape(t) -> tuple:
@@ -340,6 +340,8 @@ class Profile:
         # measured over the structural estimate, per shape: [(m, o, k, taps, ratio)]
         self.conv: list = data["conv"]
         self.conv_transpose: list = data.get("conv_transpose", [])
+        # Winograd's time over the direct kernel's, per shape: [(c, o, pixels, ratio)]
+        self.winograd: list = data.get("winograd", [])
         # a fused op's measured time over its anchor's (or its parts') prediction, per shape:
         # {op: [(*features, ratio)]}, features as ``fused_features`` gives them
         self.fused: dict[str, list] = data.get("fused", {})
@@ -406,6 +408,17 @@ def load_profile(path: str | None = None, check: bool = True) -> Profile:
     return profile
 
 
+def _anchor(op: str) -> str:
+    """The op a fused op is built on (its first part; ``add`` for a group outside the op table),
+    or ``op`` itself."""
+    if not op.startswith("fused."):
+        return op
+    from ..ops.fused_ops import definition
+
+    d = definition(op) if _lookup(op) is not None else None
+    return d.parts[0].op if d is not None else "add"
+
+
 class CpuCost:
     """The ``cpu`` cost function of one profile: ``model(op, attrs, arg_types, out_type) -> seconds``."""
 
@@ -418,19 +431,31 @@ class CpuCost:
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
         t = self.kernel(op, attrs or {}, list(arg_types), out_type)
-        return self.profile.dispatch + t * self.factor(op)
+        return self.profile.dispatch + self.in_program(op, t)
+
+    def in_program(self, op: str, t: float) -> float:
+        """Seconds of a kernel that takes ``t`` looped alone when it runs inside a program: the
+        part above the op's fixed cost per call (its curve's floor) times the in-program factor.
+        A program's slowdown comes from memory (inputs out of cache, outputs on fresh pages), so
+        a kernel on a handful of elements runs as fast as looped, and an add on 100K elements
+        twice as slow."""
+        floor = min(self.floor(op), t)
+        return floor + (t - floor) * self.factor(op)
+
+    def floor(self, op: str) -> float:
+        """The op's fixed seconds per call: its measured curve's smallest size (a fused op's
+        anchor's), or 0 when it has none."""
+        points = self.profile.curve(_anchor(op))
+        return points[0][1] if points else 0.0
 
     def factor(self, op: str) -> float:
         """The profile's in-program factor for ``op``: its own when the calibration's programs
-        ran it, else its kind's; a fused op's anchor's."""
+        ran it, else its kind's; a fused op's anchor's (it reads the anchor's fresh inputs and
+        writes fresh memory as the anchor does)."""
         factors = self.profile.in_program
         if not factors:
             return 1.0
-        if op.startswith("fused."):
-            from ..ops.fused_ops import definition
-
-            d = definition(op) if _lookup(op) is not None else None
-            op = d.parts[0].op if d is not None else "add"
+        op = _anchor(op)
         found = factors.get(op)
         return found if found is not None else factors.get(f"kind:{op_kind(op)}", 1.0)
 
@@ -550,15 +575,15 @@ class CpuCost:
     def _winograd(self, op: str, attrs, arg_types, out_type) -> float:
         """Seconds of a Winograd F(2x2, 3x3) kernel (alone or fused): the direct 3x3 kernel's time
         (nn.conv2d, or the fused conv2d op with the same steps) times the ratio of the two kernels'
-        times measured at this channel intensity, so the choice between them follows that
-        measurement."""
+        times measured on the nearest calibrated shapes (channels in and out, output pixels), so
+        the choice between them follows that measurement."""
         w = _shape(arg_types[1])
         o, c = w[2], w[3]
         direct_types = [arg_types[0], TensorType((o, c, 3, 3), arg_types[1].dtype), *arg_types[2:]]
-        direct_attrs = {k: v for k, v in attrs.items() if k != "tile_size"}
+        direct_attrs = {k: attrs[k] for k in attrs if k != "tile_size"}  # a dict or a call's Attrs
         direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
-        points = self.profile.curve("winograd_ratio") or [[1.0, 1.0]]
-        return direct * _ratio_at(points, winograd_intensity(c, o))
+        rows = self.profile.winograd
+        return direct * (nearest(rows, winograd_features(c, o, _numel(out_type))) if rows else 1.0)
 
     def _fused(self, op: str, attrs, arg_types, out_type) -> float:
         record = _lookup(op)
@@ -617,9 +642,10 @@ class CpuCost:
         """Seconds of one Primitive group (one instruction): a numexpr program when the executor
         makes one, else its members' kernels in turn."""
         if elementwise_program:
-            return self.profile.dispatch + self._numexpr(len(members), _numel(out_type)) * self.factor("add")
-        return self.profile.dispatch + sum(self.kernel(m[0], m[1] or {}, list(m[2]), m[3]) * self.factor(m[0])
-                                           for m in members)
+            t = self._numexpr(len(members), _numel(out_type))
+            return self.profile.dispatch + self.in_program("add", t)
+        return self.profile.dispatch + sum(
+            self.in_program(m[0], self.kernel(m[0], m[1] or {}, list(m[2]), m[3])) for m in members)
 
 
 _DEFAULT: dict[str, CpuCost] = {}
