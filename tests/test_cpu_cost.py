@@ -350,3 +350,17 @@ def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_pa
             default_profile(progress=False)
     finally:
         cpu_cost.reset_default()
+
+
+def test_fused_depthwise_convolution_costs_its_own_measured_epilogue(model):
+    """A fused op on a depthwise convolution is priced by the ratio calibrated on depthwise
+    shapes (its epilogue runs per block in cache), looked up by output size."""
+    rows = model.profile.fused_grouped.get("fused.conv2d_bias_relu")
+    assert rows and all(r[1] > 0 for r in rows)
+    attrs = {"padding": (1, 1), "groups": 32, "channels": 32, "kernel_size": (3, 3)}
+    x, w, b = T((1, 32, 28, 28), "float32"), T((32, 1, 3, 3), "float32"), T((32,), "float32")
+    out = T((1, 32, 28, 28), "float32")
+    conv = model.kernel("nn.conv2d", attrs, [x, w], out)
+    full = rg.ops.lookup("fused.conv2d_bias_relu").resolve(attrs)
+    fused = model.kernel("fused.conv2d_bias_relu", full, [x, w, b], out)
+    assert fused == pytest.approx(conv * cpu_cost.nearest(rows, (32 * 784,)))

@@ -395,7 +395,7 @@ class _Calibration:
         shapes = [(8, 16, 1), (32, 28, 1)]
         if not self.quick:
             shapes += [(64, 14, 2), (32, 112, 1), (64, 112, 2), (128, 56, 1), (256, 28, 1), (512, 14, 1),
-                       (1024, 7, 1)]
+                       (1024, 7, 1), (128, 56, 2), (256, 28, 2), (512, 14, 2)]
         return shapes
 
     def _transpose_shapes(self) -> list:
@@ -475,11 +475,20 @@ class _Calibration:
         self.data["conv"] = rows
         self.data["curves"]["winograd_ratio"] = _merge(winograd)
         grouped = []
+        self.data["fused_grouped"] = {}
         for c, size, stride in self._depthwise_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, 1, 3, 3))
-            kernel, attrs = _call("nn.conv2d", [x, w], strides=(stride, stride), padding=(1, 1), groups=c)
+            conv_attrs = {"strides": (stride, stride), "padding": (1, 1), "groups": c}
+            kernel, attrs = _call("nn.conv2d", [x, w], **conv_attrs)
             out = kernel([x, w], attrs)
-            grouped.append([2.0 * out.size * 9, self.kernel_time(kernel, [x, w], attrs)])
+            t = self.kernel_time(kernel, [x, w], attrs)
+            grouped.append([2.0 * out.size * 9, t])
+            # a depthwise anchor runs its bias and relu per block in cache: its own ratios, by size
+            for name in fused_ops:
+                arrays = [x, w, _rand(self.rng, (c,))] if "bias" in name else [x, w]
+                fk, fattrs = _call(name, arrays, **conv_attrs)
+                self.data["fused_grouped"].setdefault(name, []).append(
+                    [float(out.size), self.kernel_time(fk, arrays, fattrs) / t])
             self.step(f"depthwise conv2d {c} on {size}x{size}")
         self.data["curves"]["conv_grouped"] = _monotone(grouped)
 

@@ -340,7 +340,18 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
     # Per step: takes an extra input, its attrs from the fused op's, the in-place update, the op.
     plan = [(takes, step_attrs, _IN_PLACE.get(op), lookup(op)) for op, takes, step_attrs in steps]
 
+    # A depthwise convolution with a channel bias and/or relu runs them per block, in cache.
+    step_ops = [op for op, _, _ in steps]
+    blocked = (anchor == "nn.conv2d" and not gelu and step_ops in (["nn.bias_add"], ["nn.relu"],
+                                                                      ["nn.bias_add", "nn.relu"]))
+
     def kernel(args, attrs):
+        if blocked and attrs.get("groups", 1) != 1:
+            bias = args[2] if step_ops[0] == "nn.bias_add" else None
+            if bias is None or _conv_channel_axis(attrs) == 1:
+                y = conv.depthwise_with_epilogue(args[0], args[1], attrs, bias, step_ops[-1] == "nn.relu")
+                if y is not None:
+                    return y
         # The anchor's result is a fresh array; the steps update it in place where they can, so
         # the whole group makes one output and at most one temporary (that is what fusing buys).
         y = np.asarray(anchor_kernel(args[:n_anchor], attrs))
