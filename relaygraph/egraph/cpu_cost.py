@@ -548,7 +548,7 @@ class CpuCost:
         w = _shape(arg_types[1])
         o, c = w[2], w[3]
         direct_types = [arg_types[0], TensorType((o, c, 3, 3), arg_types[1].dtype), *arg_types[2:]]
-        direct_attrs = {k: v for k, v in attrs.items() if k != "tile_size"}
+        direct_attrs = {k: attrs[k] for k in attrs.keys() if k != "tile_size"}
         direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
         points = self.profile.curve("winograd_ratio") or [[1.0, 1.0]]
         return direct * _ratio_at(points, winograd_intensity(c, o))

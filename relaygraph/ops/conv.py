@@ -229,38 +229,32 @@ def _conv2d_gemm(x, w, strides, padding, dilation):
 _DEPTHWISE_BLOCK = 131072
 
 
-def _phases(x, kh, kw, oh, strides, padding, dilation):
-    """The padded input split by the strides into phase planes, each flattened per (batch, channel)
-    row: tap (i, j) of a strided kernel reads one phase at a fixed offset, so every tap is one long
-    contiguous multiply over rows of ``width`` values. Returns ({(a, b): plane}, width)."""
-    n, c, h, wd = x.shape
+def _phase_windows(x_shape, kh, kw, oh, strides, padding, dilation):
+    """The strided kernel's phases: tap (i, j) reads phase (a, b) = ((i*dh) % sh, (j*dw) % sw) of
+    the padded input, a plane of ``hq x wq`` values flattened per (batch, channel) row, at a fixed
+    offset, so that every tap is one long contiguous multiply. Returns (width wq, plane length,
+    {phase: (r0, r1, src row, c0, c1, src column)}: where the unpadded input lands in the plane)."""
+    _, _, h, wd = x_shape
     pt, pl, pb, pr = padding
     (sh, sw), (dh, dw) = strides, dilation
     hq, wq = -(-(h + pt + pb) // sh), -(-(wd + pl + pr) // sw)
     # the last output row reads up to (kw - 1) * dw // sw values past its phase's plane
     length = max(hq, oh + (kh - 1) * dh // sh) * wq + (kw - 1) * dw // sw + 1
-    rows = x.reshape(n * c, h, wd)
-    planes = {}
+    windows = {}
     for i in range(kh):
         for j in range(kw):
             a, b = (i * dh) % sh, (j * dw) % sw
-            if (a, b) in planes:
-                continue
-            plane = np.zeros((n * c, length), dtype=x.dtype)
-            r0, r1, sr = _out_range(h, hq, a, sh, 1, pt)
-            c0, c1, sc = _out_range(wd, wq, b, sw, 1, pl)
-            if r1 > r0 and c1 > c0:
-                plane[:, :hq * wq].reshape(n * c, hq, wq)[:, r0:r1, c0:c1] = \
-                    rows[:, sr:sr + (r1 - r0 - 1) * sh + 1:sh, sc:sc + (c1 - c0 - 1) * sw + 1:sw]
-            planes[a, b] = plane
-    return planes, wq
+            if (a, b) not in windows:
+                windows[a, b] = _out_range(h, hq, a, sh, 1, pt) + _out_range(wd, wq, b, sw, 1, pl)
+    return wq, length, windows
 
 
 def _conv2d_depthwise(x, w, strides, padding, dilation, epilogue=None):
-    """One filter per channel, padding >= 0: per block of channels, a sum of kh*kw scaled shifts of
-    the input's phase planes (no window copy), then ``epilogue(block, c0, c1)`` in place on the
-    block (rows: channels c0..c1, padded-width rows) while it is still in cache."""
-    n, c, _, _ = x.shape
+    """One filter per channel, padding >= 0: per block of channels, the input's phase planes (see
+    ``_phase_windows``), a sum of kh*kw scaled shifts of them (no window copy), then
+    ``epilogue(block, c0, c1)`` in place on the block (rows: channels c0..c1, padded-width rows),
+    all while the block is in cache."""
+    n, c, h, wd = x.shape
     _, _, kh, kw = w.shape
     (sh, sw), (dh, dw) = strides, dilation
     oh, ow = _out_hw(x.shape, w.shape, strides, padding, dilation)
@@ -268,27 +262,35 @@ def _conv2d_depthwise(x, w, strides, padding, dilation, epilogue=None):
     out = np.empty((n, c, oh, ow), dtype=dtype)
     if out.size == 0:
         return out
-    planes, wq = _phases(x.astype(dtype, copy=False), kh, kw, oh, strides, padding, dilation)
+    wq, length, windows = _phase_windows(x.shape, kh, kw, oh, strides, padding, dilation)
+    hq = (length - 1) // wq
     span = oh * wq
+    block = max(1, min(c, _DEPTHWISE_BLOCK // span))
+    planes = {ab: np.zeros((block, length), dtype=dtype) for ab in windows}  # the padding stays zero
     taps = [(planes[(i * dh) % sh, (j * dw) % sw], (i * dh) // sh * wq + (j * dw) // sw,
              np.ascontiguousarray(w[:, 0, i, j]).astype(dtype, copy=False).reshape(c, 1))
             for i in range(kh) for j in range(kw)]
-    block = max(1, min(c, _DEPTHWISE_BLOCK // span))
+    rows = x.reshape(n * c, h, wd)
     acc = np.empty((block, span), dtype=dtype)
     tmp = np.empty((block, span), dtype=dtype)
     for b in range(n):
         for c0 in range(0, c, block):
             c1 = min(c, c0 + block)
-            rows, y, t = slice(b * c + c0, b * c + c1), acc[:c1 - c0], tmp[:c1 - c0]
-            for k, (plane, off, weight) in enumerate(taps):
-                if k == 0:
-                    np.multiply(plane[rows, off:off + span], weight[c0:c1], out=y)
+            k, src = c1 - c0, rows[b * c + c0:b * c + c1]
+            for ab, (r0, r1, sr, q0, q1, sq) in windows.items():
+                if r1 > r0 and q1 > q0:
+                    dst = planes[ab][:k, :hq * wq].reshape(k, hq, wq)[:, r0:r1, q0:q1]
+                    dst[...] = src[:, sr:sr + (r1 - r0 - 1) * sh + 1:sh, sq:sq + (q1 - q0 - 1) * sw + 1:sw]
+            y, t = acc[:k], tmp[:k]
+            for m, (plane, off, weight) in enumerate(taps):
+                if m == 0:
+                    np.multiply(plane[:k, off:off + span], weight[c0:c1], out=y)
                 else:
-                    np.multiply(plane[rows, off:off + span], weight[c0:c1], out=t)
+                    np.multiply(plane[:k, off:off + span], weight[c0:c1], out=t)
                     y += t
             if epilogue is not None:
                 epilogue(y, c0, c1)
-            out[b, c0:c1] = y.reshape(c1 - c0, oh, wq)[:, :, :ow]
+            out[b, c0:c1] = y.reshape(k, oh, wq)[:, :, :ow]
     return out
 
 
@@ -305,10 +307,11 @@ def depthwise_with_epilogue(x, w, a, bias=None, relu=False):
     padding = pad4(a["padding"])
     if min(padding) < 0:
         return None
+    c = x.shape[1]
     if bias is not None:
-        if bias.dtype != x.dtype or bias.shape != (x.shape[1],):
+        if np.asarray(bias).dtype != x.dtype or np.shape(bias) != (c,):
             return None
-        bias = bias.reshape(-1, 1)
+        bias = np.asarray(bias).reshape(c, 1)
     zero = np.asarray(0, x.dtype)
 
     def epilogue(y, c0, c1):
@@ -318,7 +321,7 @@ def depthwise_with_epilogue(x, w, a, bias=None, relu=False):
             np.maximum(y, zero, out=y)
 
     return _conv2d_depthwise(x, w, pair(a["strides"], "strides"), padding, pair(a["dilation"], "dilation"),
-                             epilogue)
+                             epilogue if bias is not None or relu else None)
 
 
 def _conv2d_kernel(args, a):
