@@ -34,7 +34,8 @@ def _pool_reads(mod) -> str:
 
 def _optimize(mod):
     # only conv.rules (no fusion), and the flops model: the structure does not depend on the machine
-    return rg.optimize(mod, rules=["rules/conv.rules"], cost="flops", check=False, repeats=1, timing_budget=0.0)
+    return rg.optimize(mod, rules=["rules/conv.rules"], cost="flops", check=False, repeats=1,
+                       timing_budget=0.0)
 
 
 @pytest.mark.parametrize("shape, pool", [
