@@ -545,7 +545,7 @@ class _Calibration:
         makers = {
             "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
             "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
-            "fused.multiply_add_relu": (elementwise(3), {}),
+            "fused.multiply_add_relu": (elementwise(3), {}), "fused.multiply_maximum": (elementwise(3), {}),
             "fused.add_layer_norm": (lambda n: [_rand(r, _rows(n, 512)), _rand(r, _rows(n, 512)),
                                                 _rand(r, (min(n, 512),)), _rand(r, (min(n, 512),))],
                                      {"axis": -1}),

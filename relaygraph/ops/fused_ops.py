@@ -165,6 +165,7 @@ _IN_PLACE = {
     "nn.relu": lambda y, _, attrs: np.maximum(y, np.asarray(0, y.dtype), out=y),
     "add": _elementwise_in_place(np.add),
     "multiply": _elementwise_in_place(np.multiply),
+    "maximum": _elementwise_in_place(np.maximum),
 }
 
 
@@ -482,6 +483,9 @@ _make("multiply_add", "multiply", 2, [("add", True, _none)], ("addend",),
 _make("multiply_add_relu", "multiply", 2, [("add", True, _none), ("nn.relu", False, _none)], ("addend",),
       (([_t((2, 3, 4, 4)), _t((3, 1, 1)), _t((3, 1, 1))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
       doc="multiply, add, nn.relu (an inference batch norm as scale and shift, and the relu after it)")
+_make("multiply_maximum", "multiply", 2, [("maximum", True, _none)], ("floor",),
+      (([_t((2, 3, 4, 4)), _t((3, 1, 1)), _t((3, 1, 1))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
+      doc="multiply then maximum (relu(a * s + t) is maximum(a * s, -t) + t: the + t may move on)")
 
 
 # -- a residual add with the layer norm after it, a scale with the softmax after it --------------
@@ -586,4 +590,4 @@ FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu",
              "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
              "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape",
              "fused.winograd_bias", "fused.winograd_relu", "fused.winograd_bias_relu", "fused.conv2d_add",
-             "fused.multiply_add_relu")
+             "fused.multiply_add_relu", "fused.multiply_maximum")
