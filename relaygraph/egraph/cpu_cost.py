@@ -35,7 +35,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind"]
 
-FORMAT = 3  # the layout of the profile file and the meaning of its figures
+FORMAT = 4  # the layout of the profile file and the meaning of its figures (4: fused depthwise ratios)
 PROFILE_FILE = "cpu-profile.json"
 
 
