@@ -80,7 +80,8 @@ def _fused(name, args, **attrs):
 
 
 @pytest.mark.parametrize("case", CASES[:6], ids=[str(i) for i in range(6)])
-@pytest.mark.parametrize("name", ["fused.conv2d_bias_relu", "fused.conv2d_bias", "fused.conv2d_relu"])
+@pytest.mark.parametrize("name", ["fused.conv2d_bias_relu", "fused.conv2d_bias", "fused.conv2d_relu",
+                                  "fused.conv2d_maximum"])
 def test_fused_depthwise_epilogue(case, name, monkeypatch):
     n, c, h, wd, kh, kw, strides, padding, dilation = case
     monkeypatch.setattr(conv, "_DEPTHWISE_BLOCK", 7)
@@ -94,6 +95,10 @@ def test_fused_depthwise_epilogue(case, name, monkeypatch):
         args.append(bias)
     if name.endswith("relu"):
         want = np.maximum(want, 0)
+    if name.endswith("maximum"):
+        floor = RNG.standard_normal((c, 1, 1)).astype(np.float32)
+        want = np.maximum(want, floor)
+        args.append(floor)
     x_before = x.copy()
     got = _fused(name, args, strides=strides, padding=padding, dilation=dilation, groups=c,
                  channels=c, kernel_size=(kh, kw))
@@ -136,3 +141,47 @@ def test_program_with_fused_depthwise_matches_original():
     assert "fused.conv2d_bias_relu" in ops or "Primitive" in ops
     data = RNG.standard_normal((2, c, 9, 9)).astype(np.float32)
     np.testing.assert_allclose(rg.evaluate(res.module, data), rg.evaluate(mod, data), rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_maximum_on_other_convolutions_runs_in_place():
+    """A grouped or dense convolution's maximum runs on its output in place: the parts' value."""
+    x = RNG.standard_normal((2, 4, 6, 5)).astype(np.float32)
+    for w, groups in ((RNG.standard_normal((6, 2, 3, 3)).astype(np.float32), 2),
+                      (RNG.standard_normal((6, 4, 1, 1)).astype(np.float32), 1)):
+        floor = RNG.standard_normal((6, 1, 1)).astype(np.float32)
+        pad = (1, 1, 1, 1) if groups == 2 else (0, 0, 0, 0)
+        got = _fused("fused.conv2d_maximum", [x, w, floor], groups=groups, padding=pad)
+        want = np.maximum(conv.conv2d_nchw(x, w, (1, 1), pad, (1, 1), groups), floor)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # a floor of another shape declines the blocked path and is broadcast by the parts
+    xd = RNG.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    wd = RNG.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    got = _fused("fused.conv2d_maximum", [xd, wd, np.float32(0.25) * np.ones((1, 1, 1), np.float32)],
+                 groups=3, padding=(1, 1))
+    want = np.maximum(conv.conv2d_nchw(xd, wd, (1, 1), (1, 1, 1, 1), (1, 1), 3), 0.25)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_mobilenet_block_runs_its_relu_in_the_depthwise_kernel():
+    """Depthwise conv, batch norm, relu, 1x1 conv, batch norm, relu (flops model, so the structure
+    does not depend on the machine): the first norm's shift moves into the 1x1 convolution's bias,
+    its scale into the depthwise weights, and the relu's maximum into the depthwise kernel."""
+    c, o = 6, 5
+    x = rg.var("x", shape=(2, c, 9, 8), dtype="float32")
+
+    def bn(y, n):
+        vec = [rg.const(RNG.uniform(-1.0, 1.0, n).astype(np.float32)) for _ in range(3)]
+        var = rg.const(RNG.uniform(0.5, 1.5, n).astype(np.float32))
+        return rg.op.nn.batch_norm(y, vec[0], vec[1], vec[2], var)[0]
+
+    y = rg.op.nn.conv2d(x, rg.const(RNG.standard_normal((c, 1, 3, 3)).astype(np.float32)), padding=(1, 1),
+                        strides=(2, 2), groups=c, channels=c, kernel_size=(3, 3))
+    y = rg.op.nn.relu(bn(y, c))
+    y = rg.op.nn.conv2d(y, rg.const(RNG.standard_normal((o, c, 1, 1)).astype(np.float32)), channels=o,
+                        kernel_size=(1, 1))
+    mod = rg.IRModule.from_expr(rg.Function([x], rg.op.nn.relu(bn(y, o))))
+    res = rg.optimize(mod, cost="flops", check=False, repeats=1, timing_budget=0.0)
+    data = RNG.standard_normal((2, c, 9, 8)).astype(np.float32)
+    np.testing.assert_allclose(rg.evaluate(res.module, data), rg.evaluate(mod, data), rtol=1e-4, atol=1e-4)
+    assert res.ops_after.get("fused.conv2d_maximum") == 1, res.ops_after
+    assert "nn.batch_norm" not in res.ops_after

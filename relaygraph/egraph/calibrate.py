@@ -411,7 +411,8 @@ class _Calibration:
 
     def _fused_anchors(self) -> dict:
         """Fused ops of the op table whose parts the calibration can build inputs for: the
-        anchor's inputs, then a bias the size of the output channels (or units)."""
+        anchor's inputs, then a bias the size of the output channels (or units), or a per-channel
+        floor (C, 1, 1) (see ``_epilogue_inputs``)."""
         from ..ops import lookup
         from ..ops.fused_ops import FUSED_OPS, Arg, definition
 
@@ -423,9 +424,16 @@ class _Calibration:
                 continue
             anchor = d.parts[0]
             n_anchor = sum(1 for r in anchor.inputs if type(r) is Arg)
-            if all(n == "bias" for n in record.input_names[n_anchor:]):
+            if all(n in ("bias", "floor") for n in record.input_names[n_anchor:]):
                 out[name] = anchor.op
         return out
+
+    def _epilogue_inputs(self, name: str, channels: int) -> list:
+        """The extra inputs of a fused convolution: its bias, or its floor (C, 1, 1), or none."""
+        from ..ops import lookup
+
+        shapes = {"bias": (channels,), "floor": (channels, 1, 1)}
+        return [_rand(self.rng, shapes[n]) for n in lookup(name).input_names[2:] if n in shapes]
 
     def conv(self) -> None:
         """The conv kernel on each shape, over the structural estimate; each fused op anchored on
@@ -465,8 +473,8 @@ class _Calibration:
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops + residual_ops:
-                extra = [_rand(self.rng, (o,))] if "bias" in name else \
-                    [_rand(self.rng, out.shape)] if name in residual_ops else []
+                extra = ([_rand(self.rng, out.shape)] if name in residual_ops
+                         else self._epilogue_inputs(name, o))
                 arrays = [x, w, *extra]
                 fk, fattrs = _call(name, arrays, **conv_attrs)
                 self.data["fused"].setdefault(name, []).append(
@@ -486,7 +494,7 @@ class _Calibration:
             # a depthwise anchor runs its bias and relu per block in cache: its own ratios, by size,
             # as the median of alternated pairs (the epilogue is a few percent: the load would decide)
             for name in fused_ops:
-                arrays = [x, w, _rand(self.rng, (c,))] if "bias" in name else [x, w]
+                arrays = [x, w, *self._epilogue_inputs(name, c)]
                 fk, fattrs = _call(name, arrays, **conv_attrs)
                 pairs = [self.kernel_time(fk, arrays, fattrs) / self.kernel_time(kernel, [x, w], attrs)
                          for _ in range(3)]

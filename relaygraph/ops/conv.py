@@ -294,10 +294,11 @@ def _conv2d_depthwise(x, w, strides, padding, dilation, epilogue=None):
     return out
 
 
-def depthwise_with_epilogue(x, w, a, bias=None, relu=False):
-    """nn.conv2d with resolved attrs ``a``, then a channel ``bias`` and a relu, each applied to a
-    block of channels while it is in cache; None when the call is not a depthwise NCHW/OIHW
-    convolution with padding >= 0 whose result keeps the input's float dtype."""
+def depthwise_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
+    """nn.conv2d with resolved attrs ``a``, then a channel ``bias`` and a relu (or the maximum with
+    a per-channel ``floor`` of shape (C, 1, 1)), each applied to a block of channels while it is in
+    cache; None when the call is not a depthwise NCHW/OIHW convolution with padding >= 0 whose
+    result keeps the input's float dtype."""
     x, w = np.asarray(x), np.asarray(w)
     if not (a["data_layout"] == "NCHW" and a["kernel_layout"] == "OIHW" and a["out_layout"] in ("", "NCHW")
             and x.ndim == 4 and w.ndim == 4 and w.shape[1] == 1 and a["groups"] == x.shape[1] == w.shape[0]
@@ -312,6 +313,10 @@ def depthwise_with_epilogue(x, w, a, bias=None, relu=False):
         if np.asarray(bias).dtype != x.dtype or np.shape(bias) != (c,):
             return None
         bias = np.asarray(bias).reshape(c, 1)
+    if floor is not None:
+        if np.asarray(floor).dtype != x.dtype or np.shape(floor) != (c, 1, 1):
+            return None
+        floor = np.asarray(floor).reshape(c, 1)
     zero = np.asarray(0, x.dtype)
 
     def epilogue(y, c0, c1):
@@ -319,9 +324,11 @@ def depthwise_with_epilogue(x, w, a, bias=None, relu=False):
             y += bias[c0:c1]
         if relu:
             np.maximum(y, zero, out=y)
+        if floor is not None:
+            np.maximum(y, floor[c0:c1], out=y)
 
     return _conv2d_depthwise(x, w, pair(a["strides"], "strides"), padding, pair(a["dilation"], "dilation"),
-                             epilogue if bias is not None or relu else None)
+                             epilogue if bias is not None or relu or floor is not None else None)
 
 
 def _conv2d_kernel(args, a):
