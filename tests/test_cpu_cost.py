@@ -368,3 +368,17 @@ def test_each_thread_count_has_its_own_profile_file(tmp_path, monkeypatch):
     assert all(os.path.dirname(p) == str(tmp_path) for p in paths.values())
     assert os.path.basename(paths[1, 1]) == "cpu-profile-blas1-numexpr1.json"
     assert cpu_cost.profile_path(str(tmp_path / "mine.json")) == str(tmp_path / "mine.json")
+
+
+def test_fused_depthwise_convolution_costs_its_own_measured_epilogue(model):
+    """A fused op on a depthwise convolution is priced by the ratio calibrated on depthwise
+    shapes (its epilogue runs per block in cache), looked up by output size."""
+    rows = model.profile.fused_grouped.get("fused.conv2d_bias_relu")
+    assert rows and all(r[1] > 0 for r in rows)
+    attrs = {"padding": (1, 1), "groups": 32, "channels": 32, "kernel_size": (3, 3)}
+    x, w, b = T((1, 32, 28, 28), "float32"), T((32, 1, 3, 3), "float32"), T((32,), "float32")
+    out = T((1, 32, 28, 28), "float32")
+    conv = model.kernel("nn.conv2d", attrs, [x, w], out)
+    full = rg.ops.lookup("fused.conv2d_bias_relu").resolve(attrs)
+    fused = model.kernel("fused.conv2d_bias_relu", full, [x, w, b], out)
+    assert fused == pytest.approx(conv * cpu_cost.nearest(rows, (32 * 784,)))

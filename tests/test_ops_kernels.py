@@ -322,3 +322,21 @@ def test_take_modes(mode):
     got = run("take", [b, bi], axis=1, batch_dims=1)
     want = np.stack([b[k][bi[k]] for k in range(2)])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_global_pools_one_bin_reduction(dtype):
+    """Global pools reduce each channel's plane directly: float64 accumulation, the input's dtype
+    out, NaN kept, any layout and batch."""
+    x = (RNG.standard_normal((3, 5, 7, 6)) * 10).astype(dtype)
+    want_avg = x.astype("float64").mean(axis=(2, 3), keepdims=True).astype(dtype)
+    np.testing.assert_allclose(run("nn.global_avg_pool2d", [x]), want_avg, rtol=1e-6)
+    np.testing.assert_array_equal(run("nn.global_max_pool2d", [x]), x.max(axis=(2, 3), keepdims=True))
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    np.testing.assert_allclose(run("nn.global_avg_pool2d", [nhwc], layout="NHWC"),
+                               want_avg.transpose(0, 2, 3, 1), rtol=1e-6)
+    np.testing.assert_allclose(run("nn.adaptive_avg_pool2d", [x], output_size=(1, 1)), want_avg, rtol=1e-6)
+    if dtype != "int32":
+        x[1, 2, 3, 4] = np.nan
+        assert np.isnan(run("nn.global_avg_pool2d", [x])[1, 2, 0, 0])
+        assert np.isnan(run("nn.global_max_pool2d", [x])[1, 2, 0, 0])

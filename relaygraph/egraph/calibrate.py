@@ -406,7 +406,7 @@ class _Calibration:
         shapes = [(8, 16, 1), (32, 28, 1)]
         if not self.quick:
             shapes += [(64, 14, 2), (32, 112, 1), (64, 112, 2), (128, 56, 1), (256, 28, 1), (512, 14, 1),
-                       (1024, 7, 1)]
+                       (1024, 7, 1), (128, 56, 2), (256, 28, 2), (512, 14, 2)]
         return shapes
 
     def _transpose_shapes(self) -> list:
@@ -422,7 +422,8 @@ class _Calibration:
 
     def _fused_anchors(self) -> dict:
         """Fused ops of the op table whose parts the calibration can build inputs for: the
-        anchor's inputs, then a bias the size of the output channels (or units)."""
+        anchor's inputs, then a bias the size of the output channels (or units), or a per-channel
+        floor (C, 1, 1) (see ``_epilogue_inputs``)."""
         from ..ops import lookup
         from ..ops.fused_ops import FUSED_OPS, Arg, definition
 
@@ -434,9 +435,16 @@ class _Calibration:
                 continue
             anchor = d.parts[0]
             n_anchor = sum(1 for r in anchor.inputs if type(r) is Arg)
-            if all(n == "bias" for n in record.input_names[n_anchor:]):
+            if all(n in ("bias", "floor") for n in record.input_names[n_anchor:]):
                 out[name] = anchor.op
         return out
+
+    def _epilogue_inputs(self, name: str, channels: int) -> list:
+        """The extra inputs of a fused convolution: its bias, or its floor (C, 1, 1), or none."""
+        from ..ops import lookup
+
+        shapes = {"bias": (channels,), "floor": (channels, 1, 1)}
+        return [_rand(self.rng, shapes[n]) for n in lookup(name).input_names[2:] if n in shapes]
 
     def conv(self) -> None:
         """The conv kernel on each shape, over the structural estimate; each fused op anchored on
@@ -476,8 +484,8 @@ class _Calibration:
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops + residual_ops:
-                extra = [_rand(self.rng, (o,))] if "bias" in name else \
-                    [_rand(self.rng, out.shape)] if name in residual_ops else []
+                extra = ([_rand(self.rng, out.shape)] if name in residual_ops
+                         else self._epilogue_inputs(name, o))
                 arrays = [x, w, *extra]
                 fk, fattrs = _call(name, arrays, **conv_attrs)
                 self.data["fused"].setdefault(name, []).append(
@@ -486,11 +494,23 @@ class _Calibration:
         self.data["conv"] = rows
         self.data["winograd"] = winograd
         grouped = []
+        self.data["fused_grouped"] = {}
         for c, size, stride in self._depthwise_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, 1, 3, 3))
-            kernel, attrs = _call("nn.conv2d", [x, w], strides=(stride, stride), padding=(1, 1), groups=c)
+            conv_attrs = {"strides": (stride, stride), "padding": (1, 1), "groups": c}
+            kernel, attrs = _call("nn.conv2d", [x, w], **conv_attrs)
             out = kernel([x, w], attrs)
-            grouped.append([2.0 * out.size * 9, self.kernel_time(kernel, [x, w], attrs)])
+            t = self.kernel_time(kernel, [x, w], attrs)
+            grouped.append([2.0 * out.size * 9, t])
+            # a depthwise anchor runs its bias and relu per block in cache: its own ratios, by size,
+            # as the median of alternated pairs (the epilogue is a few percent: the load would decide)
+            for name in fused_ops:
+                arrays = [x, w, *self._epilogue_inputs(name, c)]
+                fk, fattrs = _call(name, arrays, **conv_attrs)
+                pairs = [self.kernel_time(fk, arrays, fattrs) / self.kernel_time(kernel, [x, w], attrs)
+                         for _ in range(3)]
+                self.data["fused_grouped"].setdefault(name, []).append(
+                    [float(out.size), statistics.median(pairs)])
             self.step(f"depthwise conv2d {c} on {size}x{size}")
         self.data["curves"]["conv_grouped"] = _monotone(grouped)
 
@@ -544,7 +564,7 @@ class _Calibration:
         makers = {
             "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
             "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
-            "fused.multiply_add_relu": (elementwise(3), {}),
+            "fused.multiply_add_relu": (elementwise(3), {}), "fused.multiply_maximum": (elementwise(3), {}),
             "fused.add_layer_norm": (lambda n: [_rand(r, _rows(n, 512)), _rand(r, _rows(n, 512)),
                                                 _rand(r, (min(n, 512),)), _rand(r, (min(n, 512),))],
                                      {"axis": -1}),

@@ -37,7 +37,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind"]
 
-FORMAT = 4  # the layout of the profile file and the meaning of its figures
+# the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
+# Winograd by shape; 5: fused depthwise ratios)
+FORMAT = 5
 PROFILE_STEM = "cpu-profile"
 
 
@@ -345,6 +347,8 @@ class Profile:
         # a fused op's measured time over its anchor's (or its parts') prediction, per shape:
         # {op: [(*features, ratio)]}, features as ``fused_features`` gives them
         self.fused: dict[str, list] = data.get("fused", {})
+        # the same for fused ops on a grouped (depthwise) convolution, by output size: [(size, ratio)]
+        self.fused_grouped: dict[str, list] = data.get("fused_grouped", {})
         self.conv_call = float(data.get("conv_call", 0.0))
         self.clock = data.get("clock", "wall")
         # a kernel's time inside a program over its time looped alone, per op kind
@@ -600,6 +604,8 @@ class CpuCost:
         full = record.resolve(attrs)
         base, features = self.fused_base(op, full, arg_types, out_type)
         rows = self.profile.fused.get(op)
+        if int(full.get("groups", 1) or 1) != 1 and self.profile.fused_grouped.get(op):
+            return base * nearest(self.profile.fused_grouped[op], (_numel(out_type),))
         return base * (nearest(rows, features) if rows else 1.0)
 
     def fused_base(self, op: str, attrs: Mapping, arg_types: list, out_type) -> tuple[float, tuple]:

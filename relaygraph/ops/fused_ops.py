@@ -165,6 +165,7 @@ _IN_PLACE = {
     "nn.relu": lambda y, _, attrs: np.maximum(y, np.asarray(0, y.dtype), out=y),
     "add": _elementwise_in_place(np.add),
     "multiply": _elementwise_in_place(np.multiply),
+    "maximum": _elementwise_in_place(np.maximum),
 }
 
 
@@ -340,7 +341,20 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
     # Per step: takes an extra input, its attrs from the fused op's, the in-place update, the op.
     plan = [(takes, step_attrs, _IN_PLACE.get(op), lookup(op)) for op, takes, step_attrs in steps]
 
+    # A depthwise convolution with a channel bias and/or relu runs them per block, in cache.
+    step_ops = [op for op, _, _ in steps]
+    blocked = anchor == "nn.conv2d" and not gelu and step_ops in (
+        ["nn.bias_add"], ["nn.relu"], ["nn.bias_add", "nn.relu"], ["maximum"])
+
     def kernel(args, attrs):
+        if blocked and attrs.get("groups", 1) != 1:
+            bias = args[2] if step_ops[0] == "nn.bias_add" else None
+            floor = args[2] if step_ops[0] == "maximum" else None
+            if bias is None or _conv_channel_axis(attrs) == 1:
+                y = conv.depthwise_with_epilogue(args[0], args[1], attrs, bias, step_ops[-1] == "nn.relu",
+                                                 floor)
+                if y is not None:
+                    return y
         # The anchor's result is a fresh array; the steps update it in place where they can, so
         # the whole group makes one output and at most one temporary (that is what fusing buys).
         y = np.asarray(anchor_kernel(args[:n_anchor], attrs))
@@ -421,6 +435,10 @@ _make("conv2d_bias_relu", "nn.conv2d", 2,
 _make("conv2d_add", "nn.conv2d", 2, [("add", True, _none)], ("addend",),
       _with(_CONV_EX, [lambda c: _t((1, c, 1, 1))]),
       doc="nn.conv2d then add (a residual connection), added in place on the convolution's output")
+_make("conv2d_maximum", "nn.conv2d", 2, [("maximum", True, _none)], ("floor",),
+      _with(_CONV_EX, [lambda c: _t((c, 1, 1))]),
+      doc="nn.conv2d then maximum with a per-channel floor (a folded batch norm's relu whose shift "
+          "moved on: maximum(conv, -t)), in place; per block in cache for a depthwise convolution")
 _WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
 _WINOGRAD_EX = (
     ([_t((1, 3, 8, 8)), _t((4, 4, 5, 3))], {"tile_size": 2, "padding": (1, 1)}),
@@ -471,6 +489,9 @@ _make("multiply_add", "multiply", 2, [("add", True, _none)], ("addend",),
 _make("multiply_add_relu", "multiply", 2, [("add", True, _none), ("nn.relu", False, _none)], ("addend",),
       (([_t((2, 3, 4, 4)), _t((3, 1, 1)), _t((3, 1, 1))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
       doc="multiply, add, nn.relu (an inference batch norm as scale and shift, and the relu after it)")
+_make("multiply_maximum", "multiply", 2, [("maximum", True, _none)], ("floor",),
+      (([_t((2, 3, 4, 4)), _t((3, 1, 1)), _t((3, 1, 1))], {}), ([_t((4,)), _t((4,)), _t((4,))], {})),
+      doc="multiply then maximum (relu(a * s + t) is maximum(a * s, -t) + t: the + t may move on)")
 
 
 # -- a residual add with the layer norm after it, a scale with the softmax after it --------------
@@ -575,4 +596,4 @@ FUSED_OPS = ("fused.conv2d_bias", "fused.conv2d_relu", "fused.conv2d_bias_relu",
              "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
              "fused.add_layer_norm", "fused.multiply_softmax", "fused.reshape_transpose_reshape",
              "fused.winograd_bias", "fused.winograd_relu", "fused.winograd_bias_relu", "fused.conv2d_add",
-             "fused.multiply_add_relu")
+             "fused.multiply_add_relu", "fused.multiply_maximum", "fused.conv2d_maximum")

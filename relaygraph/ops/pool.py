@@ -165,6 +165,11 @@ def _adaptive_rel(args, a):
 def _adaptive_pool(x: np.ndarray, oh: int, ow: int, mode: str) -> np.ndarray:
     """Adaptive pooling of NCHW data: bin i covers [floor(i*H/oh), ceil((i+1)*H/oh))."""
     h, w = x.shape[2:]
+    if oh == ow == 1 and h * w > 0:  # one bin: a plain reduction over each channel's plane
+        flat = x.reshape(x.shape[:2] + (1, h * w))
+        if mode == "avg":
+            return np.mean(flat, axis=3, keepdims=True, dtype="float64").astype(x.dtype)
+        return np.max(flat, axis=3, keepdims=True)
     hs = (np.arange(oh) * h) // oh
     he = -((-(np.arange(oh) + 1) * h) // oh)
     ws = (np.arange(ow) * w) // ow
