@@ -175,8 +175,7 @@ def register(sub) -> None:
     p = sub.add_parser("optimize", help="rewrite a program by equality saturation and extract the best")
     add_program_arguments(p)
     p.add_argument("--rules", nargs="+", help="rule files (default: rules/algebraic.rules, "
-                                              "rules/fusion.rules, rules/cpu.rules, rules/conv.rules, "
-                                              "rules/synthesized.rules)")
+                                              "rules/fusion.rules, rules/cpu.rules, rules/conv.rules)")
     p.add_argument("--cost", default="cpu",
                    help=f"cost model: {', '.join(COSTS)} (default cpu: this machine's numpy executor, "
                         "from its calibrated profile; see relaygraph calibrate)")
