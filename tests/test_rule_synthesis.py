@@ -367,3 +367,95 @@ def test_cli_derive(capsys):
 def test_rg_rules_namespace():
     assert rg.rules.synthesize is synthesize
     assert callable(rg.rules.redundant) and callable(rg.rules.derive)
+
+
+# -- ops of convolutional models: pools, bias_add by channel, NCHW images -------------------------
+@pytest.fixture(scope="module")
+def pooling():
+    """Rules over relu, max-pool and bias_add on NCHW images, equalities of one size both ways."""
+    return synthesize(["nn.relu", "nn.max_pool2d", "nn.bias_add"], size=2, both_ways=True, progress=False)
+
+
+def test_pool_attribute_domains_write_every_attribute():
+    from relaygraph.synth.terms import attr_choices
+
+    for op in ("nn.max_pool2d", "nn.avg_pool2d"):
+        choices = attr_choices(op)
+        assert len(choices) >= 2
+        for attrs in choices:  # an omitted attribute would match every value (NHWC too)
+            got = dict(attrs)
+            assert got["layout"] == "NCHW" and got["ceil_mode"] is False and "pool_size" in got
+            assert list(attrs) == sorted(attrs)
+    assert attr_choices("nn.bias_add") == [(("axis", 1),)]
+
+
+def test_image_samples_only_for_image_ops():
+    from relaygraph.synth.samples import default_samples, works_on_images
+
+    assert works_on_images("nn.max_pool2d") and not works_on_images("add")
+    plain = default_samples(["a", "b"], {}, draws=1)
+    images = default_samples(["a", "b"], {}, draws=1, images=True)
+    assert all(len(s.types["a"].shape) < 4 for s in plain)
+    assert len(images) > len(plain)
+    assert any(len(s.types["a"].shape) == 4 and s.types["b"].shape == (s.types["a"].shape[1],)
+               for s in images)
+
+
+def test_relu_and_bias_commute_with_max_pool_both_ways(pooling):
+    bodies = _bodies(pooling)
+    relu = [b for b in bodies if b.startswith("nn.max_pool2d(nn.relu(?a)") or
+            b.startswith("nn.relu(nn.max_pool2d(?a")]
+    bias = [b for b in bodies if "nn.bias_add(nn.max_pool2d(" in b and "nn.max_pool2d(nn.bias_add(" in b]
+    assert relu and all(" <=> " in b for b in relu), bodies
+    assert bias and " <=> " in bias[0], bodies
+    # a bias moves through every window; relu not through one that lies wholly in the padding
+    # (its max is -inf): the checker refuses the general form, so the windows stay written
+    assert "**?w" in bias[0]
+    assert all("pool_size=" in b for b in relu)
+
+
+def test_pooling_rules_are_sound(pooling):
+    results = check_rules(pooling.load(), trials=3)
+    assert results and all(r.status == "sound" for r in results), [r for r in results if r.status != "sound"]
+
+
+def test_relu_and_bias_move_below_max_pool_keeping_values(pooling):
+    # a VGG block's max_pool2d(relu(bias_add(x, b))) equals relu(bias_add(max_pool2d(x), b)), where
+    # relu and the bias run on 4x fewer values: the synthesized rules prove it, and the values agree
+    x = Var("x", TensorType((1, 3, 8, 8), "float32"))
+    b = Var("b", TensorType((3,), "float32"))
+    pool = dict(pool_size=(2, 2), strides=(2, 2), padding=(0, 0, 0, 0))
+    before = make_call("nn.max_pool2d", make_call("nn.relu", make_call("nn.bias_add", x, b)), **pool)
+    after = make_call("nn.relu", make_call("nn.bias_add", make_call("nn.max_pool2d", x, **pool), b))
+    d = prove(before, after, pooling.load(), iterations=4)
+    assert d.proved, format_derivation(d)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((1, 3, 8, 8)).astype("float32"), rng.standard_normal(3).astype("float32")]
+    np.testing.assert_allclose(rg.evaluate(Function([x, b], after), *xs),
+                               rg.evaluate(Function([x, b], before), *xs), rtol=1e-6)
+
+
+def test_unconditional_equalities_one_way_by_default():
+    result = synthesize(["nn.relu", "nn.max_pool2d"], size=2, progress=False)
+    assert result.rules and not any(" <=> " in r.statement for r in result.rules)
+
+
+def test_bias_through_batch_flatten_needs_a_rank_condition():
+    # bias_add(batch_flatten(?a), ?b) is add(?a, ?b) only for matrices: a 1x1 image (1, C, 1, 1)
+    # flattens to (1, C) too, where add would broadcast to (1, C, 1, C)
+    result = synthesize(["nn.batch_flatten", "nn.bias_add", "add"], size=2, literals=(), progress=False)
+    for r in result.rules:
+        lhs, _, rhs = r.statement.split(" : ", 1)[1].partition(" => ")
+        if lhs.startswith("nn.bias_add(nn.batch_flatten(?a), ?b") and "batch_flatten" not in rhs:
+            assert " if " in rhs, r.statement
+
+
+def test_cli_synthesize_both_ways(tmp_path, capsys):
+    out = tmp_path / "pool.rules"
+    code = main(["-q", "rules", "synthesize", "--ops", "nn.relu,nn.max_pool2d", "--size", "2",
+                 "--literals", "", "--both-ways", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert " <=> " in out.read_text()
+    assert main(["rules", "check", str(out)]) == 0
+    assert "unsound" not in capsys.readouterr().out

@@ -99,7 +99,8 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     literals = [float(x) for x in args.literals.split(",") if x.strip()] if args.literals else []
     result = synthesize(args.ops.split(","), args.size, variables_count=args.variables, literals=literals,
                         wide=args.wide, iterations=args.iterations, conditions=not args.no_conditions,
-                        max_terms=args.max_terms or MAX_TERMS, seed=args.seed, progress=True)
+                        max_terms=args.max_terms or MAX_TERMS, seed=args.seed, both_ways=args.both_ways,
+                        progress=True)
     path = result.write(args.out)
     st = result.stats
     derivable = st["derived"] + st["pruned"] + st["minimized"]
@@ -173,6 +174,9 @@ def register(sub) -> None:
     s.add_argument("--iterations", type=int, default=3,
                    help="saturation iterations when testing whether a candidate is derivable (default 3)")
     s.add_argument("--no-conditions", action="store_true", help="do not infer conditions")
+    s.add_argument("--both-ways", action="store_true",
+                   help="write an unconditional equality of two terms of one size as LHS <=> RHS "
+                        "(the cost model then picks the side; e.g. relu before or after a max-pool)")
     s.add_argument("--max-terms", type=int, default=None,
                    help="refuse an enumeration that could make more terms than this (default 150000)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

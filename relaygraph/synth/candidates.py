@@ -40,7 +40,8 @@ from .terms import (
     variables,
 )
 
-__all__ = ["Candidate", "Predicate", "enumerate_terms", "find_candidates", "predicates", "literal_count"]
+__all__ = ["Candidate", "Predicate", "enumerate_terms", "find_candidates", "predicates", "literal_count",
+           "reversible"]
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,13 @@ def _orient(x: tuple, y: tuple, fixed: bool = False) -> tuple[tuple, tuple] | No
             continue  # the e-graph builds only constants the program has: a matched one
         return lhs, _root_shape(lhs, rhs)
     return None
+
+
+def reversible(lhs: tuple, rhs: tuple) -> bool:
+    """Whether ``rhs => lhs`` is a rule too: the right side computes no attribute and binds every
+    variable and literal the left side has."""
+    return (not has_computed(rhs) and not has_computed(lhs) and set(variables(rhs)) == set(variables(lhs))
+            and set(attr_variables(rhs)) == set(attr_variables(lhs)) and _literals(rhs) == _literals(lhs))
 
 
 ROOT_SHAPE = AttrFun("shape", ("root",))

@@ -27,7 +27,8 @@ from ..ty import infer_type_expr
 from ..ty.dims import is_symbolic, sym
 from .terms import AttrFun, AttrVar
 
-__all__ = ["Sample", "Samples", "default_samples", "attr_values", "input_domains", "VAR_NAMES"]
+__all__ = ["Sample", "Samples", "default_samples", "works_on_images", "attr_values", "input_domains",
+           "VAR_NAMES"]
 
 VAR_NAMES = ("a", "b", "c", "d")
 _N = sym("n")
@@ -59,6 +60,34 @@ _TABLE = [
     ("cube", [(2, 2, 2)] * 4, "float32", (0, 2, 1), (1, 0, 2), (4, 2), (2, 4)),
 ]
 
+# NCHW images for the ops of convolutional models (pools, bias_add by channel), added when the
+# ops include one that works on images: a bias per channel, a scale per channel ((C, 1, 1)), a
+# scalar, odd spatial sizes (a pool's last window is partial), a symbolic batch, int32 data,
+# 1x1 images.
+_IMAGE_TABLE = [
+    ("image", [(1, 2, 4, 4), (2,), (1, 2, 4, 4), (2,)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 32), (2, 16)),
+    ("image 2", [(2, 3, 6, 6), (3,), (3, 1, 1), (2, 3, 6, 6)], "float32", (0, 2, 3, 1), (0, 2, 3, 1),
+     (2, 108), (6, 36)),
+    ("image 3", [(1, 2, 5, 5), (1, 2, 5, 5), (2,), ()], "float32",
+     (0, 3, 1, 2), (0, 2, 3, 1), (1, 50), (2, 25)),
+    ("image 4", [(1, 3, 5, 5), (3, 1, 1), (), (3,)], "float32", (0, 2, 3, 1), (0, 3, 1, 2), (1, 75), (3, 25)),
+    ("image symbolic", [(_N, 2, 4, 4), (2,), (_N, 2, 4, 4), (2,)], "float32", (0, 2, 3, 1), (0, 3, 1, 2),
+     (-1, 32), (-1, 16)),
+    ("image int32", [(1, 2, 4, 4), (2,), (1, 2, 4, 4), (2,)], "int32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 32), (2, 16)),
+    # 1x1 images (a global pool's output): batch_flatten keeps the channels, a bias still fits
+    ("image 1x1", [(1, 2, 1, 1), (2,), (1, 2, 1, 1), (2,)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 2), (2, 1)),
+]
+
+
+def works_on_images(op: str) -> bool:
+    """Whether an op takes NCHW images: it has a ``layout`` attribute (pools, convolutions), or
+    it is batch_flatten (which flattens a 1x1 image to the shape of its channels)."""
+    opdef = lookup(op)
+    return opdef is not None and ("layout" in opdef.attrs or op == "nn.batch_flatten")
+
 
 @dataclass
 class Sample:
@@ -88,11 +117,13 @@ def _concrete(t: TensorType) -> TensorType:
     return TensorType(tuple(_SYMBOLIC_SIZE if is_symbolic(d) else d for d in t.shape), t.dtype)
 
 
-def default_samples(names, domains: dict[str, str], draws: int = 2, seed: int = 0) -> list[Sample]:
-    """The samples: every entry of the table, ``draws`` random inputs each."""
+def default_samples(names, domains: dict[str, str], draws: int = 2, seed: int = 0,
+                    images: bool = False) -> list[Sample]:
+    """The samples: every entry of the table (and of the image table with ``images``),
+    ``draws`` random inputs each."""
     rng = np.random.default_rng(seed)
     out = []
-    for label, shapes, dtype, p, q, s, t in _TABLE:
+    for label, shapes, dtype, p, q, s, t in _TABLE + (_IMAGE_TABLE if images else []):
         types = {n: TensorType(shapes[i % len(shapes)], dtype) for i, n in enumerate(names)}
         sample = Sample(label, types, {"p": p, "q": q, "s": s, "t": t})
         for _ in range(draws):

@@ -31,9 +31,9 @@ from ..ops.builders import make_call
 from ..progress import resolve
 from ..rewrite.load import parse_rules
 from ..rewrite.soundness import check_rule
-from .candidates import Candidate, enumerate_terms, find_candidates, literal_count
+from .candidates import Candidate, enumerate_terms, find_candidates, literal_count, reversible
 from .derive import prove, proved_pairs
-from .samples import VAR_NAMES, Samples, attr_values, default_samples, input_domains
+from .samples import VAR_NAMES, Samples, attr_values, default_samples, input_domains, works_on_images
 from .syntactic import TermRewriter
 from .terms import (
     LITERALS,
@@ -103,10 +103,13 @@ class SynthesisResult:
 def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERALS, wide: int | None = None,
                iterations: int = 3, conditions: bool = True, trials: int = 3, draws: int = 2,
                seed: int = 0, max_terms: int = MAX_TERMS, prune_every: int = 4, minimize: bool = True,
-               progress=True) -> SynthesisResult:
+               both_ways: bool = False, progress=True) -> SynthesisResult:
     """Synthesize sound rules over ``ops`` from terms of up to ``size`` ops (terms above ``wide``
     ops use two ops and variables only); RelayError for an op without a kernel or type relation,
-    or when the enumeration could make more than ``max_terms`` terms. ``progress``: a line per
+    or when the enumeration could make more than ``max_terms`` terms. ``both_ways``: an
+    unconditional equality of two terms of one size is written ``<=>`` when either side may be
+    the left one (which way pays, the cost model decides: relu after a max-pool runs on fewer
+    values, before it on more). ``progress``: a line per
     phase on stderr (as ``relaygraph.progress`` resolves it), or a function taking each line."""
     t0 = time.perf_counter()
     if isinstance(ops, str):
@@ -129,14 +132,15 @@ def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERAL
             f"a smaller size, fewer variables or literals, a smaller wide layer (--wide), or raise "
             f"the limit (--max-terms)")
     say = progress if callable(progress) else _lines(resolve(progress))
-    samples = Samples(default_samples(names, input_domains(ops, names), draws, seed))
+    images = any(works_on_images(o) for o in ops)
+    samples = Samples(default_samples(names, input_domains(ops, names), draws, seed, images))
     reps, members = enumerate_terms(ops, size, names, literals, wide, samples)
     t1 = time.perf_counter()
     say(f"{len(reps) + len(members)} terms, {len(reps)} classes ({t1 - t0:.1f} s)")
     cands = sorted(find_candidates(reps, members, samples, names, conditions), key=lambda c: c.key)
     t2 = time.perf_counter()
     say(f"{len(cands)} candidates ({t2 - t1:.1f} s)")
-    selector = _Selector(samples, names, iterations, trials, seed, minimize)
+    selector = _Selector(samples, names, iterations, trials, seed, minimize, both_ways)
     kept = selector.select(cands, prune_every, say)
     t3 = time.perf_counter()
     stats = {"size": size, "wide": wide, "terms": len(reps) + len(members), "classes": len(reps),
@@ -186,11 +190,20 @@ def _body(c: Candidate) -> str:
     return text
 
 
+def _arrow(c: Candidate, both_ways: bool) -> str:
+    """``<=>`` for an unconditional equality of two terms of one size that either side may
+    start (``both_ways``), else ``=>``."""
+    if both_ways and c.cond is None and size(c.lhs) == size(c.rhs) and reversible(c.lhs, c.rhs):
+        return "<=>"
+    return "=>"
+
+
 class _Selector:
     """Keeps candidates in order when sound and not derivable from the rules kept before."""
 
     def __init__(self, samples: Samples, names, iterations: int, trials: int, seed: int,
-                 minimize: bool = True) -> None:
+                 minimize: bool = True, both_ways: bool = False) -> None:
+        self.both_ways = both_ways
         self.samples, self.names = samples, names
         self.iterations, self.trials, self.seed = iterations, trials, seed
         self.unsound = self.derived = self.pruned = 0
@@ -348,7 +361,7 @@ class _Selector:
                                  for o in ops_of(c.lhs) | ops_of(c.rhs)))
         self.counts[prefix] = self.counts.get(prefix, 0) + 1
         name = f"{prefix}-{self.counts[prefix]}"
-        statement = f"rule {name} : {lhs} => {rhs}"
+        statement = f"rule {name} : {lhs} {_arrow(c, self.both_ways)} {rhs}"
         if c.cond is not None:
             cond = re.sub(r"\?([a-z])\b", lambda m: "?" + rename.get(m.group(1), m.group(1)), c.cond.text)
             statement += f" if {cond}"
@@ -397,7 +410,8 @@ class _Selector:
         rename = _renaming(c)
         head, _, tail = srule.statement.partition(" : ")
         cond = tail.split(" if ", 1)[1] if " if " in tail else None
-        statement = f"{head} : {render(c.lhs, rename, free)} => {render(c.rhs, rename, free)}"
+        arrow = _arrow(c, self.both_ways)
+        statement = f"{head} : {render(c.lhs, rename, free)} {arrow} {render(c.rhs, rename, free)}"
         statement += f" if {cond}" if cond else ""
         try:
             general = parse_rules(statement, "<synthesized>", ruleset="synthesized")

@@ -138,8 +138,11 @@ def render(t: tuple, rename: dict[str, str] | None = None, rest: dict | None = N
 # Attributes a rule may leave to a rest variable when every call of the op in it has the same
 # value for them (the synthesizer then asks the checker whether the rule holds for every
 # value). Not nn.dense: its rest would carry ``units`` to a call whose weight differs.
-GENERALIZABLE = {"nn.batch_matmul": ("out_dtype", "transpose_a", "transpose_b"), "sum": ("keepdims",)}
-_REST_VARIABLE = {"nn.batch_matmul": "m", "sum": "k"}
+# Pools: their window (size, strides, dilation, padding, ceil mode), never their layout.
+_WINDOW = ("ceil_mode", "dilation", "padding", "pool_size", "strides")
+GENERALIZABLE = {"nn.batch_matmul": ("out_dtype", "transpose_a", "transpose_b"), "sum": ("keepdims",),
+                 "nn.max_pool2d": _WINDOW, "nn.avg_pool2d": (*_WINDOW, "count_include_pad")}
+_REST_VARIABLE = {"nn.batch_matmul": "m", "sum": "k", "nn.max_pool2d": "w", "nn.avg_pool2d": "g"}
 
 
 def generalizable(lhs: tuple, rhs: tuple) -> dict[str, tuple[str, ...]]:
@@ -174,7 +177,16 @@ _PINNED = {
     "nn.batch_matmul": (("out_dtype", ""), ("transpose_a", False), ("transpose_b", True)),
     "sum": (("exclude", False), ("keepdims", False)),
     "reshape": (("allowzero", False),),
+    # NCHW images, as the zoo's convolutional models have them: a bias per channel (axis 1)
+    "nn.bias_add": (("axis", 1),),
+    "nn.global_avg_pool2d": (("layout", "NCHW"), ("out_layout", "")),
 }
+
+# The windows pools are tried with, as the zoo's models use them: 2x2 stride 2 (VGG, DenseNet),
+# 3x3 stride 2 padded by 1 (ResNet's stem), 3x3 stride 1 padded by 1 (Inception's branches).
+_POOL_WINDOWS = (((2, 2), (2, 2), (0, 0, 0, 0)), ((3, 3), (2, 2), (1, 1, 1, 1)),
+                 ((3, 3), (1, 1), (1, 1, 1, 1)))
+_POOL_CHOICES = {"nn.max_pool2d": _POOL_WINDOWS[:2], "nn.avg_pool2d": _POOL_WINDOWS[::2]}
 
 
 def attr_choices(op: str, attr_vars: bool = True) -> list[tuple]:
@@ -196,6 +208,12 @@ def attr_choices(op: str, attr_vars: bool = True) -> list[tuple]:
         return [pinned, (("out_dtype", ""), ("transpose_a", False), ("transpose_b", False))]
     if op == "sum":
         return [(*pinned, ("axis", None)), (*pinned, ("axis", (-1,)))]
+    if op in _POOL_CHOICES:  # every attribute written: one omitted would match any value
+        fixed = (("ceil_mode", False), ("dilation", (1, 1)), ("layout", "NCHW"), ("out_layout", ""))
+        if op == "nn.avg_pool2d":
+            fixed += (("count_include_pad", False),)
+        return [tuple(sorted((*fixed, ("padding", pad), ("pool_size", size_), ("strides", stride))))
+                for size_, stride, pad in _POOL_CHOICES[op]]
     opdef = lookup(op)
     required = [k for k, v in opdef.attrs.items() if v is REQUIRED and k not in ("units",)]
     if required:
