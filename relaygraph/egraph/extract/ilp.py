@@ -42,6 +42,15 @@ answer (0.70472, which CPLEX proved optimal in 70 minutes in the SmoothE artifac
 optimum merges the four matrix products of each layer into one, a change no small
 neighbourhood around one class holds and no single swap pays for.
 
+First of all, reduced-cost fixing (``fixing``) drops the nodes that no answer as cheap as the
+start can use: the linear relaxation's duals give a lower bound and, per node, how much choosing
+it would add to that bound. What is dropped makes more options cycle-only or dominated, so the
+e-graph is reduced again and the fixing repeated while it drops something; requirement rows
+(classes every acyclic term of a class contains) tighten the relaxation inside cycles. On
+TENSAT's BERT this turns 18,285 core nodes into 3,766 and the relaxation from 0.586 into 0.600
+(from the greedy start); the searches then find 0.70472 and prove it. The answer on the smaller
+e-graph is an answer of the original, and the optimum is the same (see ``fixing``).
+
 Costs may be any finite numbers. With a negative cost somewhere, an unneeded class could pay
 for itself, so each chosen non-root class must also have a chosen parent node::
 
@@ -96,6 +105,8 @@ _SEARCH = 0.45  # share of the time left after the reductions for the neighbourh
 _PATIENCE = 0.1  # share of the time limit the neighbourhood search may go without a gain
 _MAX_NONZEROS = 20_000_000  # matrix entries above which the program is not built (memory)
 _FIXING = 0.4  # share of the time left after local search for reduced-cost fixing
+_FIXING_MIN = 0.01  # share of the kept nodes a round of fixing must drop for another round
+_FIXING_ROUNDS = 8  # rounds of fixing at most
 
 
 class _Trace:
@@ -389,8 +400,10 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
         if fixing:
             now = time.perf_counter()
             until = now + _FIXING * (time_limit - (now - start_time))
-            smaller, fixed, fix_bound, fix_proven, fix_notes = _fix_by_reduced_costs(
+            smaller, fixed, fix_bound, found, fix_proven, fix_notes = _fix_by_reduced_costs(
                 graph, reduction, warm_start.dag_cost, signed, until, progress, rel_gap)
+            if found is not None:  # a rounded relaxed point that beats the start
+                warm_start = make_result("relaxation", graph, found, time.perf_counter() - start_time)
             if fix_proven:
                 return make_result("ilp", graph, warm_start.choice, time.perf_counter() - start_time,
                                    optimal=True, gap=0.0,
@@ -436,9 +449,10 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
 def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumbent: float, signed: bool,
                           deadline: float, progress: _Trace, rel_gap: float, stop_at_proof: bool = True):
     """Reduced-cost fixing (see ``fixing``) against an answer costing ``incumbent``, repeated
-    while it drops nodes: the smaller e-graph (same indices, more nodes subsumed) and its
-    reduction, which keep the optimum, a lower bound on it, whether that bound proves the
-    incumbent optimal, and notes.
+    while it drops at least 1% of the kept nodes: the smaller e-graph (same indices, more nodes
+    subsumed) and its reduction, which keep the optimum, a lower bound on it, a better answer
+    (None if none was found; each relaxed point is rounded, a class taking its largest node),
+    whether the bound proves the best answer optimal, and notes.
 
     The first relaxation is solved without requirement rows (cheaper on a large core); once
     nothing more is dropped without them, they are added. With ``stop_at_proof`` it returns as
@@ -450,6 +464,7 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
     rounds = dropped = 0
     with_req = False
     bound = -math.inf
+    best = None
     tolerance = 1e-7 * max(1.0, abs(incumbent))
     while True:
         left = deadline - time.perf_counter()
@@ -486,11 +501,15 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
         lower, reduced = lagrangian_bound(model.cost[:n], model.lower_var[:n], model.upper_var[:n], full,
                                           row_lower, row_upper, duals)
         lower, reduced = lower * scale, reduced * scale
+        found = _rounded(core, p, model, res.x) if res.x is not None else None
+        if found is not None and found[1] < incumbent - tolerance:  # a better answer: fix against it
+            best, incumbent = reduction.expand(found[0]), found[1]
+            progress.add(incumbent)
         if lower > bound:
             bound = lower
             progress.add(bound=min(lower, incumbent))
         if stop_at_proof and incumbent <= lower + rel_gap * abs(lower):
-            return graph, reduction, bound, True, {"fixed_nodes": dropped, "fixing_rounds": rounds}
+            return graph, reduction, bound, best, True, {"fixed_nodes": dropped, "fixing_rounds": rounds}
         dead: set[int] = set()
         for k in p.classes:
             i = model.class_var[k]
@@ -505,8 +524,8 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
                     keep = reduction.node_of[m]  # m is always chosen: its class's other nodes go
                     dead.update(o for o in graph.class_nodes[graph.classes[keep]] if o != keep)
         dead -= graph.subsumed
-        if not dead:
-            if with_req:
+        if len(dead) < _FIXING_MIN * len(p.nodes) or rounds >= _FIXING_ROUNDS:
+            if with_req or rounds >= _FIXING_ROUNDS:
                 break
             with_req = True
             continue
@@ -515,7 +534,18 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
         graph = without_nodes(graph, dead)
         reduction = reduce_graph(graph)
         with_req = True
-    return graph, reduction, bound, False, {"fixed_nodes": dropped, "fixing_rounds": rounds}
+    return graph, reduction, bound, best, False, {"fixed_nodes": dropped, "fixing_rounds": rounds}
+
+
+def _rounded(graph: ExtractionGraph, p: Pruned, model: _Model, x: np.ndarray):
+    """The answer that takes each class's largest node in a relaxed point, and its cost, if
+    that is a complete acyclic answer (else None)."""
+    picked = {k: max(p.class_nodes[k], key=lambda n: x[model.node_var[n]]) for k in p.classes}
+    try:
+        choice = {k: picked[k] for k in needed_classes(graph, picked)}
+        return choice, check(graph, choice)
+    except ExtractionError:
+        return None
 
 
 def _gap(cost: float, lower: float) -> float:
