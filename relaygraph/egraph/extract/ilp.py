@@ -454,8 +454,8 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
     (None if none was found; each relaxed point is rounded, a class taking its largest node),
     whether the bound proves the best answer optimal, and notes.
 
-    The first relaxation is solved without requirement rows (cheaper on a large core); once
-    nothing more is dropped without them, they are added. With ``stop_at_proof`` it returns as
+    The first relaxation is solved without requirement rows (cheaper on a large core), every
+    later one with them. With ``stop_at_proof`` it returns as
     soon as the bound meets the incumbent; otherwise it goes on dropping (tests use that).
     """
     from scipy.optimize import linprog
