@@ -377,7 +377,7 @@ def _cases(count: int):
 
 def test_reduced_cost_fixing_keeps_the_optimum_and_bounds_it():
     dropped = proved = 0
-    for g, optimum in _cases(250):
+    for g, optimum in _cases(150):
         # the optimum itself is the tightest incumbent a run can have: fixing is then the boldest
         # (not stopping at a proof: fixing then drops all it can, the boldest case)
         for incumbent, stop in ((optimum, False), (rg.extract.greedy_dag(g).dag_cost, True)):
@@ -392,7 +392,7 @@ def test_reduced_cost_fixing_keeps_the_optimum_and_bounds_it():
             assert not proven or best <= bound + 1e-9
             dropped += notes["fixed_nodes"] > 0
             proved += proven
-    assert dropped >= 100 and proved >= 200  # (the cases exercise both outcomes)
+    assert dropped >= 60 and proved >= 120  # (the cases exercise both outcomes)
 
 
 def _acyclic(kids: dict[int, set[int]]) -> bool:
@@ -465,3 +465,24 @@ def test_lagrangian_bound_holds_for_any_duals():
             bound, _ = lagrangian_bound(model.cost[:n], model.lower_var[:n], model.upper_var[:n], matrix,
                                         np.array([r[2] for r in rows]), np.array([r[3] for r in rows]), duals)
             assert bound <= optimum + 1e-9
+
+
+def test_reduced_cost_fixing_proves_a_start_that_rounding_the_relaxation_improves():
+    # The e-graph of the relaxation-guided test: greedy and local search stop at 7, the optimum 6
+    # is the relaxation's value, and rounding the relaxed point gives it: fixing alone proves it.
+    g = _graph([0, 1, 2, 3, 3, 4, 4, 5], [[], [], [], [0], [2], [1], [2], [3, 4]],
+               [2.5, 2.5, 4.0, 1.0, 1.0, 1.0, 1.0, 0.0], [5], 6)
+    r = rg.extract.ilp(g, time_limit=20)
+    assert r.optimal and r.dag_cost == pytest.approx(6.0) and check(g, r.choice) == pytest.approx(6.0)
+    assert r.notes["solver"] == "start meets the bound of reduced-cost fixing"
+    without = rg.extract.ilp(g, time_limit=20, fixing=False)
+    assert without.optimal and without.dag_cost == pytest.approx(6.0)
+    assert "fixed_nodes" not in without.notes and "reduced-cost" not in without.notes["solver"]
+
+
+@pytest.mark.slow
+def test_reduced_cost_fixing_drops_nodes_on_tensat_resnet50_and_keeps_its_optimum():
+    g = load_gym(GYM / "data" / "tensat" / "resnet50.json")
+    r = rg.extract.ilp(g, time_limit=60)
+    assert r.optimal and r.notes["fixed_nodes"] > 0
+    assert check(g, r.choice) == pytest.approx(4.385794964760862, rel=1e-9)  # extract-bench.csv

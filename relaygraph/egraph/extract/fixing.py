@@ -52,11 +52,15 @@ from .prune import Pruned
 __all__ = ["required_classes", "requirement_rows", "lagrangian_bound", "without_nodes"]
 
 _ROW_ENTRIES = 3_000_000  # requirement-row matrix entries above which the rows are left out
+_REQ_CLASSES = 20_000  # classes above which requirement sets are not computed (bit sets per class)
 
 
 def required_classes(p: Pruned, deadline: float = math.inf) -> dict[int, int] | None:
     """Per kept class, the kept classes every acyclic term of it contains, as a bit set over the
-    positions in ``p.classes`` (None when ``deadline`` passes first)."""
+    positions in ``p.classes`` (None when ``deadline`` passes first, or with over
+    ``_REQ_CLASSES`` classes: the sets would take too much memory)."""
+    if len(p.classes) > _REQ_CLASSES:
+        return None
     index = {k: i for i, k in enumerate(p.classes)}
     full = (1 << len(p.classes)) - 1
     req = dict.fromkeys(p.classes, full)

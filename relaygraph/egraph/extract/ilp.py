@@ -455,8 +455,8 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
     whether the bound proves the best answer optimal, and notes.
 
     The first relaxation is solved without requirement rows (cheaper on a large core), every
-    later one with them. With ``stop_at_proof`` it returns as
-    soon as the bound meets the incumbent; otherwise it goes on dropping (tests use that).
+    later one with them. With ``stop_at_proof`` it returns as soon as the bound meets the
+    incumbent; otherwise it goes on dropping (tests use that).
     """
     from scipy.optimize import linprog
     from scipy.sparse import csr_array
@@ -524,15 +524,13 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
                     keep = reduction.node_of[m]  # m is always chosen: its class's other nodes go
                     dead.update(o for o in graph.class_nodes[graph.classes[keep]] if o != keep)
         dead -= graph.subsumed
-        if len(dead) < _FIXING_MIN * len(p.nodes) or rounds >= _FIXING_ROUNDS:
-            if with_req or rounds >= _FIXING_ROUNDS:
-                break
-            with_req = True
-            continue
-        dropped += len(dead)
-        rounds += 1
-        graph = without_nodes(graph, dead)
-        reduction = reduce_graph(graph)
+        if dead:
+            dropped += len(dead)
+            rounds += 1
+            graph = without_nodes(graph, dead)
+            reduction = reduce_graph(graph)
+        if (len(dead) < _FIXING_MIN * len(p.nodes) and with_req) or rounds >= _FIXING_ROUNDS:
+            break  # (a round without requirement rows that drops little is followed by one with)
         with_req = True
     return graph, reduction, bound, best, False, {"fixed_nodes": dropped, "fixing_rounds": rounds}
 
