@@ -42,6 +42,15 @@ answer (0.70472, which CPLEX proved optimal in 70 minutes in the SmoothE artifac
 optimum merges the four matrix products of each layer into one, a change no small
 neighbourhood around one class holds and no single swap pays for.
 
+First of all, reduced-cost fixing (``fixing``) drops the nodes that no answer as cheap as the
+start can use: the linear relaxation's duals give a lower bound and, per node, how much choosing
+it would add to that bound. What is dropped makes more options cycle-only or dominated, so the
+e-graph is reduced again and the fixing repeated while it drops something; requirement rows
+(classes every acyclic term of a class contains) tighten the relaxation inside cycles. On
+TENSAT's BERT this turns 18,285 core nodes into 3,766 and the relaxation from 0.586 into 0.600
+(from the greedy start); the searches then find 0.70472 and prove it. The answer on the smaller
+e-graph is an answer of the original, and the optimum is the same (see ``fixing``).
+
 Costs may be any finite numbers. With a negative cost somewhere, an unneeded class could pay
 for itself, so each chosen non-root class must also have a chosen parent node::
 
@@ -75,6 +84,7 @@ import numpy as np
 
 from ...validate import positive
 from .check import ExtractionResult, check, make_result, needed_classes
+from .fixing import lagrangian_bound, required_classes, requirement_rows, without_nodes
 from .greedy import greedy_choice, greedy_dag, realize_acyclic
 from .gym import ExtractionError, ExtractionGraph
 from .lns import combined, local_search, neighbourhood_search, restricted
@@ -94,6 +104,9 @@ _HUB = 60  # neighbours above which a class is not expanded through in a guided 
 _SEARCH = 0.45  # share of the time left after the reductions for the neighbourhood search
 _PATIENCE = 0.1  # share of the time limit the neighbourhood search may go without a gain
 _MAX_NONZEROS = 20_000_000  # matrix entries above which the program is not built (memory)
+_FIXING = 0.4  # share of the time left after local search for reduced-cost fixing
+_FIXING_MIN = 0.01  # share of the kept nodes a round of fixing must drop for another round
+_FIXING_ROUNDS = 8  # rounds of fixing at most
 
 
 class _Trace:
@@ -331,8 +344,8 @@ def _solve_milp(model: _Model, start: np.ndarray, time_limit: float, rel_gap: fl
 
 def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: ExtractionResult | None = None,
         backend: str = "auto", acyclicity: str = "auto", rel_gap: float = 1e-6,
-        max_nonzeros: int = _MAX_NONZEROS, local: bool = True, search: bool = True, trace: list | None = None,
-        trace_start: float | None = None) -> ExtractionResult:
+        max_nonzeros: int = _MAX_NONZEROS, local: bool = True, search: bool = True, fixing: bool = True,
+        trace: list | None = None, trace_start: float | None = None) -> ExtractionResult:
     """Extract a DAG-optimal choice by integer programming within ``time_limit`` seconds.
 
     ``warm_start`` defaults to ``greedy_dag(graph)`` (its time counts towards this result's).
@@ -345,7 +358,9 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     search (up to half the time left) and a large-neighbourhood search
     (``lns.neighbourhood_search``, up to 45% of what is left then), each stopping sooner when it
     stops finding better answers, before the whole program is solved, warm-started with the
-    best answer.
+    best answer. Before all that, ``fixing`` drops the nodes that no answer as cheap as the start
+    can use, by reduced costs from the linear relaxation (see ``fixing``), and re-reduces, while
+    that drops something (up to 40% of the time left).
     ``notes["trace"]`` holds ``(seconds, best cost, lower bound)`` points; pass ``trace`` (a
     list, with ``trace_start`` its time origin) to extend one begun by a caller.
     """
@@ -379,12 +394,37 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
                            gap=0.0, notes={"backend": backend, "acyclicity": acyclicity, "rounds": 0,
                                            "solver": "start meets the path lower bound",
                                            "lower_bound": root_bound, "trace": progress.points})
+    fix_bound, fix_notes = -math.inf, {}
     try:
         reduction = reduce_graph(graph)
+        if fixing:
+            now = time.perf_counter()
+            until = now + _FIXING * (time_limit - (now - start_time))
+            smaller, fixed, fix_bound, found, fix_proven, fix_notes = _fix_by_reduced_costs(
+                graph, reduction, warm_start.dag_cost, signed, until, progress, rel_gap)
+            if found is not None:  # a rounded relaxed point that beats the start
+                warm_start = make_result("relaxation", graph, found, time.perf_counter() - start_time)
+            if fix_proven:
+                return make_result("ilp", graph, warm_start.choice, time.perf_counter() - start_time,
+                                   optimal=True, gap=0.0,
+                                   notes={"backend": backend, "acyclicity": acyclicity, "rounds": 0,
+                                          "solver": "start meets the bound of reduced-cost fixing",
+                                          "lower_bound": warm_start.dag_cost, "trace": progress.points,
+                                          **fix_notes})
+            try:  # the start survives fixing (see ``fixing``); this guards against rounding only
+                check(smaller, {k: warm_start.choice[k] for k in needed_classes(graph, warm_start.choice)})
+                reduction = fixed
+            except ExtractionError:
+                fix_bound, fix_notes = -math.inf, {"fixing": "dropped the start's nodes; not used"}
         core = reduction.graph
         best, best_cost, proven, lower, notes = _solve_core(
             core, _core_start(reduction, warm_start), start_time, time_limit, backend, acyclicity, rel_gap,
             signed, max_nonzeros, progress, search)
+        if best is not None and not proven and fix_bound > lower:
+            lower = fix_bound
+            proven = best_cost <= lower + rel_gap * abs(lower)
+            notes["lower_bound"] = best_cost if proven else lower
+        notes.update(fix_notes)
     except MemoryError:
         best, notes = None, {"solver": "out of memory while solving"}
     if best is None:  # too large for the solver's memory: the heuristic answer stands
@@ -404,6 +444,106 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
                          status="ok" if proven else "time-limit", notes=notes)
     result.gap = 0.0 if proven else _gap(result.dag_cost, lower)
     return result
+
+
+def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumbent: float, signed: bool,
+                          deadline: float, progress: _Trace, rel_gap: float, stop_at_proof: bool = True):
+    """Reduced-cost fixing (see ``fixing``) against an answer costing ``incumbent``, repeated
+    while it drops at least 1% of the kept nodes: the smaller e-graph (same indices, more nodes
+    subsumed) and its reduction, which keep the optimum, a lower bound on it, a better answer
+    (None if none was found; each relaxed point is rounded, a class taking its largest node),
+    whether the bound proves the best answer optimal, and notes.
+
+    The first relaxation is solved without requirement rows (cheaper on a large core), every
+    later one with them. With ``stop_at_proof`` it returns as soon as the bound meets the
+    incumbent; otherwise it goes on dropping (tests use that).
+    """
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_array
+
+    rounds = dropped = 0
+    with_req = False
+    bound = -math.inf
+    best = None
+    tolerance = 1e-7 * max(1.0, abs(incumbent))
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        core = reduction.graph
+        p = prune(core)
+        if _nonzeros(p) > _MAX_NONZEROS:
+            break
+        scale = max((abs(core.costs[n]) for n in p.nodes), default=1.0) or 1.0
+        model = _build(core, p, scale, False, [-math.inf] * core.num_nodes, -math.inf, signed)
+        rows = model.rows[1:]  # the objective's row and its column z are not needed here
+        if with_req:
+            req = required_classes(p, deadline)
+            extra = None if req is None else requirement_rows(p, req, model.node_var, model.class_var)
+            rows += extra or []
+        n = len(model.cost) - 1
+        eq = [r for r in rows if r[2] == r[3]]
+        part = eq + [r for r in rows if r[2] == -math.inf]  # (no other kind of row is written here)
+        full = csr_array(([v for r in part for v in r[1]], [i for r in part for i in r[0]],
+                          np.cumsum([0] + [len(r[0]) for r in part])), shape=(len(part), n))
+        row_lower = np.array([r[2] for r in part])
+        row_upper = np.array([r[3] for r in part])
+        split = len(eq)
+        res = linprog(model.cost[:n], A_ub=full[split:] if split < len(part) else None,
+                      b_ub=row_upper[split:] if split < len(part) else None,
+                      A_eq=full[:split] if split else None, b_eq=row_upper[:split] if split else None,
+                      bounds=np.column_stack([model.lower_var[:n], model.upper_var[:n]]), method="highs",
+                      options={"time_limit": max(0.1, left)})
+        if res.status == 2 or getattr(res, "eqlin", None) is None or res.eqlin.marginals is None:
+            break  # (infeasible, or stopped without duals)
+        duals = np.concatenate([np.asarray(res.eqlin.marginals if split else [], dtype=float),
+                                np.asarray(res.ineqlin.marginals if split < len(part) else [], dtype=float)])
+        lower, reduced = lagrangian_bound(model.cost[:n], model.lower_var[:n], model.upper_var[:n], full,
+                                          row_lower, row_upper, duals)
+        lower, reduced = lower * scale, reduced * scale
+        found = _rounded(core, p, model, res.x) if res.x is not None else None
+        if found is not None and found[1] < incumbent - tolerance:  # a better answer: fix against it
+            best, incumbent = reduction.expand(found[0]), found[1]
+            progress.add(incumbent)
+        if lower > bound:
+            bound = lower
+            progress.add(bound=min(lower, incumbent))
+        if stop_at_proof and incumbent <= lower + rel_gap * abs(lower):
+            return graph, reduction, bound, best, True, {"fixed_nodes": dropped, "fixing_rounds": rounds}
+        dead: set[int] = set()
+        for k in p.classes:
+            i = model.class_var[k]
+            if model.lower_var[i] == 0 and lower + reduced[i] > incumbent + tolerance:
+                dead.update(reduction.node_of[m] for m in p.class_nodes[k])  # k is never used
+                continue
+            for m in p.class_nodes[k]:
+                j = model.node_var[m]
+                if model.lower_var[j] == 0 and lower + reduced[j] > incumbent + tolerance:
+                    dead.add(reduction.node_of[m])  # m is never chosen
+                elif model.lower_var[j] == 0 and lower - reduced[j] > incumbent + tolerance:
+                    keep = reduction.node_of[m]  # m is always chosen: its class's other nodes go
+                    dead.update(o for o in graph.class_nodes[graph.classes[keep]] if o != keep)
+        dead -= graph.subsumed
+        if dead:
+            dropped += len(dead)
+            rounds += 1
+            graph = without_nodes(graph, dead)
+            reduction = reduce_graph(graph)
+        if (len(dead) < _FIXING_MIN * len(p.nodes) and with_req) or rounds >= _FIXING_ROUNDS:
+            break  # (a round without requirement rows that drops little is followed by one with)
+        with_req = True
+    return graph, reduction, bound, best, False, {"fixed_nodes": dropped, "fixing_rounds": rounds}
+
+
+def _rounded(graph: ExtractionGraph, p: Pruned, model: _Model, x: np.ndarray):
+    """The answer that takes each class's largest node in a relaxed point, and its cost, if
+    that is a complete acyclic answer (else None)."""
+    picked = {k: max(p.class_nodes[k], key=lambda n: x[model.node_var[n]]) for k in p.classes}
+    try:
+        choice = {k: picked[k] for k in needed_classes(graph, picked)}
+        return choice, check(graph, choice)
+    except ExtractionError:
+        return None
 
 
 def _gap(cost: float, lower: float) -> float:
