@@ -41,13 +41,12 @@ greedy answer (0.827) it leaves 3,763 nodes, with a relaxation of 0.602.
 from __future__ import annotations
 
 import math
-import time
-from collections import deque
 
 import numpy as np
 
 from .gym import ExtractionGraph
 from .prune import Pruned
+from .reduce import requirement_sets
 
 __all__ = ["required_classes", "requirement_rows", "lagrangian_bound", "without_nodes"]
 
@@ -61,37 +60,8 @@ def required_classes(p: Pruned, deadline: float = math.inf) -> dict[int, int] | 
     ``_REQ_CLASSES`` classes: the sets would take too much memory)."""
     if len(p.classes) > _REQ_CLASSES:
         return None
-    index = {k: i for i, k in enumerate(p.classes)}
-    full = (1 << len(p.classes)) - 1
-    req = dict.fromkeys(p.classes, full)
-    users: dict[int, set[int]] = {k: set() for k in p.classes}
-    for k in p.classes:
-        for n in p.class_nodes[k]:
-            for c in p.kids[n]:
-                users[c].add(k)
-    queue = deque(p.classes)
-    queued = set(p.classes)
-    steps = 0
-    while queue:
-        steps += 1
-        if steps % 1024 == 0 and time.perf_counter() > deadline:
-            return None
-        k = queue.popleft()
-        queued.discard(k)
-        meet = full
-        for n in p.class_nodes[k]:
-            union = 0
-            for c in p.kids[n]:
-                union |= req[c]
-            meet &= union
-        value = meet | (1 << index[k])
-        if value != req[k]:
-            req[k] = value
-            for u in users[k]:
-                if u not in queued:
-                    queued.add(u)
-                    queue.append(u)
-    return req
+    alternatives = {k: [p.kids[n] for n in p.class_nodes[k]] for k in p.classes}
+    return requirement_sets(p.classes, alternatives, deadline)
 
 
 def _members(bits: int, classes: list[int]):

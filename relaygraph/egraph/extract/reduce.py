@@ -20,6 +20,8 @@ answer's cost, still apply.
 
 from __future__ import annotations
 
+import math
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -75,32 +77,44 @@ class Reduction:
 
 def _required(members: list[int], options: dict[int, list[_Option]], index: dict[int, int]) -> dict[int, int]:
     """Per class of one strongly connected component, the classes of that component that every
-    acyclic term of it contains, as bit sets over ``index``.
+    acyclic term of it contains, as bit sets over ``index`` (children outside the component
+    contribute nothing)."""
+    alternatives = {k: [[c for c in o.kids if c in index] for o in options[k]] for k in members}
+    return requirement_sets(members, alternatives)
 
-    The greatest fixed point of ``req(d) = {d} | meet over options of (union of req(child))``
-    (children outside the component contribute nothing), computed downward from "everything"
-    with a work list. Any fixed point is sound: by induction on a term's height, a term of
-    ``d`` holds ``d`` and the terms of its children.
+
+def requirement_sets(members: list[int], alternatives: dict[int, list], deadline: float = math.inf
+                     ) -> dict[int, int] | None:
+    """Per class of ``members``, the members every acyclic term of it contains, as a bit set over
+    the positions in ``members``; ``alternatives[k]`` lists, per option of ``k``, its children
+    among ``members``. None when ``deadline`` (``time.perf_counter()``) passes first.
+
+    The greatest fixed point of ``req(d) = {d} | meet over options of (union of req(child))``,
+    computed downward from "everything" with a work list. Any fixed point is sound: by induction
+    on a term's height, a term of ``d`` holds ``d`` and the terms of its children.
     """
+    index = {k: i for i, k in enumerate(members)}
     full = (1 << len(members)) - 1
     req = dict.fromkeys(members, full)
     users: dict[int, set[int]] = {k: set() for k in members}
     for k in members:
-        for o in options[k]:
-            for c in o.kids:
-                if c in index:
-                    users[c].add(k)
+        for kids in alternatives[k]:
+            for c in kids:
+                users[c].add(k)
     queue = deque(members)
     queued = set(members)
+    steps = 0
     while queue:
+        steps += 1
+        if steps % 1024 == 0 and time.perf_counter() > deadline:
+            return None
         k = queue.popleft()
         queued.discard(k)
         meet = full
-        for o in options[k]:
+        for kids in alternatives[k]:
             union = 0
-            for c in o.kids:
-                if c in index:
-                    union |= req[c]
+            for c in kids:
+                union |= req[c]
             meet &= union
         value = meet | (1 << index[k])
         if value != req[k]:
