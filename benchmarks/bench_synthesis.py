@@ -264,11 +264,7 @@ def ten_ops(quick: bool) -> None:
     # -- new rules --------------------------------------------------------------------------------
     reference = [r for f in ("algebraic.rules", "layout.rules") for r in load_rules(RULES / f)
                  if isinstance(r, Rule)]
-    new = []
-    for r in synth:
-        d = rule_derivation(r, reference, iterations=5, trials=2, minimize=False)
-        if d is not None and not d.proved:
-            new.append(r)
+    new = underivable(synth, reference)
     print(f"\nnew rules (sound, not derivable by the hand-written rules within 5 iterations): {len(new)} "
           f"(target >= 10: {'met' if len(new) >= 10 else 'NOT met'})")
     for r in new:
@@ -283,6 +279,16 @@ def ten_ops(quick: bool) -> None:
           f"{', '.join(refuted) or 'none'}")
     print(f"\ntime: synthesis {seconds:.1f} s (target < 600 s on 2 cores: "
           f"{'met' if seconds < 600 else 'NOT met'}); {after}")
+
+
+def underivable(synth: list, reference: list) -> list:
+    """The synthesized rules that ``reference`` cannot derive within 5 iterations."""
+    new = []
+    for r in synth:
+        d = rule_derivation(r, reference, iterations=5, trials=2, minimize=False)
+        if d is not None and not d.proved:
+            new.append(r)
+    return new
 
 
 def zoo_ops() -> None:
@@ -305,11 +311,7 @@ def zoo_ops() -> None:
           f"sound ({'met' if not bad else 'NOT met: ' + ', '.join(r.rule for r in bad)})")
     hand = [f for f in default_rule_files() if f.name != SHIPPED.name] + [RULES / "layout.rules"]
     reference = [r for f in hand for r in load_rules(f) if isinstance(r, Rule)]
-    new = []
-    for r in synth:
-        d = rule_derivation(r, reference, iterations=5, trials=2, minimize=False)
-        if d is not None and not d.proved:
-            new.append(r)
+    new = underivable(synth, reference)
     print(f"new rule directions (sound, not derivable by the hand-written default rule files and "
           f"layout.rules within 5 iterations): {len(new)}")
     for r in new:
