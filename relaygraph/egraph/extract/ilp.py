@@ -317,22 +317,28 @@ def _columns(model: _Model, n: int):
     return starts, index, value
 
 
+def _row_matrix(rows: list, n: int):
+    """The coefficients of program rows ``(indices, values, lower, upper)`` as a sparse matrix of
+    ``n`` columns."""
+    from scipy.sparse import csr_array
+
+    data, ri, ci = [], [], []
+    for r, (idx, vals, _, _) in enumerate(rows):
+        ri.extend([r] * len(idx))
+        ci.extend(idx)
+        data.extend(vals)
+    return csr_array((data, (ri, ci)), shape=(len(rows), n))
+
+
 def _solve_milp(model: _Model, start: np.ndarray, time_limit: float, rel_gap: float, on_progress=None):
     from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_array
 
     n = len(model.cost)
     rows = list(model.rows)
     # No warm start in scipy's milp: the greedy cost becomes a cutoff instead.
     cutoff = float(model.cost @ start)
     rows.append((list(range(n)), model.cost.tolist(), -math.inf, cutoff + 1e-9 * max(1.0, abs(cutoff))))
-    data, ri, ci = [], [], []
-    for r, (idx, vals, _, _) in enumerate(rows):
-        ri.extend([r] * len(idx))
-        ci.extend(idx)
-        data.extend(vals)
-    matrix = csr_array((data, (ri, ci)), shape=(len(rows), n))
-    constraint = LinearConstraint(matrix, [r[2] for r in rows], [r[3] for r in rows])
+    constraint = LinearConstraint(_row_matrix(rows, n), [r[2] for r in rows], [r[3] for r in rows])
     res = milp(model.cost, integrality=model.integral, bounds=Bounds(model.lower_var, model.upper_var),
                constraints=constraint, options={"time_limit": float(time_limit), "mip_rel_gap": rel_gap})
     bound = getattr(res, "mip_dual_bound", None)
@@ -459,7 +465,6 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
     incumbent; otherwise it goes on dropping (tests use that).
     """
     from scipy.optimize import linprog
-    from scipy.sparse import csr_array
 
     rounds = dropped = 0
     with_req = False
@@ -484,8 +489,7 @@ def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumben
         n = len(model.cost) - 1
         eq = [r for r in rows if r[2] == r[3]]
         part = eq + [r for r in rows if r[2] == -math.inf]  # (no other kind of row is written here)
-        full = csr_array(([v for r in part for v in r[1]], [i for r in part for i in r[0]],
-                          np.cumsum([0] + [len(r[0]) for r in part])), shape=(len(part), n))
+        full = _row_matrix(part, n)
         row_lower = np.array([r[2] for r in part])
         row_upper = np.array([r[3] for r in part])
         split = len(eq)
