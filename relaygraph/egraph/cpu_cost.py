@@ -186,21 +186,10 @@ def nearest(rows: Sequence[Sequence[float]], features: Sequence[float], k: int =
 
 
 def nearest_rate(grid: Sequence[Sequence[float]], features: Sequence[float], k: int = 3) -> float:
-    """FLOP/s at a shape, from a grid ``[(*features, flops, seconds), ...]``: the inverse-distance
-    mean (in log2 space) of the rates of the ``k`` nearest grid shapes (and those as near as the k-th)."""
-    want = [math.log2(max(f, 1.0)) for f in features]
-    scored = []
-    for row in grid:
-        *feat, fl, sec = row
-        d = math.sqrt(sum((math.log2(max(a, 1.0)) - b) ** 2 for a, b in zip(feat, want, strict=True)))
-        scored.append((d, fl / sec))
-    scored.sort()
-    near = _k_nearest(scored, k)
-    if near[0][0] < 1e-9:
-        return near[0][1]
-    weights = [1.0 / d ** 2 for d, _ in near]
-    # the mean of log rates: rates differ by orders of magnitude between tiny and large shapes
-    return math.exp(sum(w * math.log(r) for w, (_, r) in zip(weights, near, strict=True)) / sum(weights))
+    """FLOP/s at a shape, from a grid ``[(*features, flops, seconds), ...]``: ``nearest`` over the
+    grid shapes' rates (a mean of log rates: they differ by orders of magnitude between tiny and
+    large shapes)."""
+    return nearest([(*row[:-2], row[-2] / row[-1]) for row in grid], features, k)
 
 
 # -- what a node is ----------------------------------------------------------------------------
