@@ -228,3 +228,26 @@ def test_parses_in_many_threads_keep_their_own_source_lines(busy_switching):
         assert len(messages) == 40
         for j, message in enumerate(messages):
             assert f"meta_{i}_{j}" in message, message
+
+
+def test_an_egraph_is_not_freed_by_a_thread_reusing_its_owners_ident(monkeypatch):
+    # A thread's ident is reused once it has ended; a Backend collected in such a new thread
+    # must not free the egglog e-graph there (egglog warns and leaks): it is kept instead.
+    from relaygraph.egraph import backend as be
+
+    made: list = []
+    t = threading.Thread(target=lambda: made.append(be.Backend()), name="owner")
+    t.start()
+    t.join()
+    kept: list = []
+    real = be._keep_for_good
+    monkeypatch.setattr(be, "_keep_for_good", lambda eg: (kept.append(type(eg).__name__), real(eg)))
+
+    def collect() -> None:
+        made[0]._thread = threading.get_ident()  # as if this thread had been given the old ident
+        made.pop()
+
+    other = threading.Thread(target=collect, name="same-ident")
+    other.start()
+    other.join()
+    assert kept == ["EGraph"]

@@ -291,8 +291,12 @@ class Backend:
 
     def __del__(self) -> None:
         eg = self.__dict__.pop("_eg", None)
-        if eg is not None and threading.get_ident() != self._thread:
+        if eg is not None and not self._in_owner():
             _orphan(eg, self._owner)
+
+    def _in_owner(self) -> bool:
+        # A thread's ident is reused once it has ended: the same ident in a live owner is the owner.
+        return threading.get_ident() == self._thread and self._owner.is_alive()
 
     @property
     def eg(self):
@@ -302,7 +306,7 @@ class Backend:
 
     def check_thread(self) -> None:
         """Refuse, plainly, a use from a thread other than the one that built the e-graph."""
-        if threading.get_ident() != self._thread:
+        if threading.get_ident() != self._thread:  # (hot: the ident alone; __del__ checks fully)
             raise RelayError(
                 f"this e-graph was built in thread {self._thread_name!r} and egglog e-graphs cannot be "
                 f"used from another thread (this is {threading.current_thread().name!r}); build the "
