@@ -430,3 +430,18 @@ def test_erf_is_calibrated_on_the_values_gelu_gives_it():
     assert erf_in.dtype == np.float32
     assert float(np.std(erf_in)) == pytest.approx(0.7071, rel=0.03)
     assert float(np.std(tanh_in)) == pytest.approx(1.0, rel=0.03)
+
+
+def test_winograd_on_an_odd_image_pays_for_the_whole_tiles(model):
+    # F(2x2, 3x3) computes whole 2x2 tiles: 7x7 computes 8x8; the profile's ratios are per pixel wanted
+    assert cpu_cost.tile_waste(8, 8) == 1.0
+    assert cpu_cost.tile_waste(7, 7) == pytest.approx(64 / 49)
+    assert cpu_cost.tile_waste(13, 14) == pytest.approx(14 / 13)
+    data = dict(model.profile.data, winograd=[[64.0, 64.0, 100.0, 0.9]])
+    m = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    for side in (7, 8):
+        x = T((1, 64, side, side), "float32")
+        direct = m.kernel("nn.conv2d", attrs, [x, T((64, 64, 3, 3), "float32")], x)
+        wino = m.kernel(cpu_cost.WINOGRAD, dict(attrs, tile_size=2), [x, T((4, 4, 64, 64), "float32")], x)
+        assert wino == pytest.approx(direct * 0.9 * cpu_cost.tile_waste(side, side))

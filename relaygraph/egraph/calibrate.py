@@ -468,7 +468,7 @@ class _Calibration:
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
         from ..ops.winograd import winograd_weight
-        from .cpu_cost import WINOGRAD, winograd_features
+        from .cpu_cost import WINOGRAD, tile_waste, winograd_features
 
         rows = []
         winograd: list = []
@@ -492,7 +492,8 @@ class _Calibration:
                 wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))
                 pairs = [self.kernel_time(wk, [x, u], wattrs) / self.kernel_time(kernel, [x, w], attrs)
                          for _ in range(3)]
-                winograd.append([*winograd_features(c, o, float(out.size)), statistics.median(pairs)])
+                winograd.append([*winograd_features(c, o, float(out.size)),
+                                 statistics.median(pairs) / tile_waste(*out.shape[2:])])
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops + residual_ops:
