@@ -382,3 +382,66 @@ def test_fused_depthwise_convolution_costs_its_own_measured_epilogue(model):
     full = rg.ops.lookup("fused.conv2d_bias_relu").resolve(attrs)
     fused = model.kernel("fused.conv2d_bias_relu", full, [x, w, b], out)
     assert fused == pytest.approx(conv * cpu_cost.nearest(rows, (32 * 784,)))
+
+
+def test_a_1x1_convolution_without_padding_pays_its_own_fixed_cost(model):
+    # the 1x1 path is one matrix product: the gathering path's fixed cost, counted in full, made
+    # small 1x1 layers' calibrated ratios a tenth of what they are
+    assert 0 < model.profile.conv_call_1x1
+    data = dict(model.profile.data, conv_call=1e-3, conv_call_1x1=1e-7, conv=[[1, 1, 1, 1, 1.0]])
+    m = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    attrs = {"padding": (0, 0, 0, 0), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    x, out = T((1, 8, 4, 4), "float32"), T((1, 8, 4, 4), "float32")
+    one = m.kernel("nn.conv2d", attrs, [x, T((8, 8, 1, 1), "float32")], out)
+    padded = m.kernel("nn.conv2d", dict(attrs, padding=(1, 1, 1, 1)),
+                      [x, T((8, 8, 3, 3), "float32")], out)
+    assert one < 1e-3 <= padded
+    assert m.conv_call(1, 1, (0, 0)) == 1e-7
+    assert m.conv_call(1, 1, (1, 1)) == m.conv_call(3, 3, (1, 1)) == 1e-3
+
+
+def test_in_program_slowdown_of_an_arithmetic_kernel_is_at_most_its_datas_traffic(model):
+    # a stride-1 average pool is arithmetic: a program slows moving its data, not its arithmetic
+    data = dict(model.profile.data, in_program={"kind:pool": 2.0, "kind:gemm": 2.0})
+    m = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    x = T((1, 64, 35, 35), "float32")
+    attrs = {"pool_size": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1), "layout": "NCHW"}
+    t = m.kernel("nn.avg_pool2d", attrs, [x], x)
+    extra = m("nn.avg_pool2d", attrs, [x], x) - m.profile.dispatch - t
+    memory = m.memory_time(64 * 35 * 35)
+    assert 0 < memory < t - m.floor("nn.avg_pool2d")  # the cap binds here
+    assert extra == pytest.approx(memory)
+    # products and convolutions slow in proportion to their time (their temporaries grow with it)
+    a, w = T((256, 512), "float32"), T((512, 512), "float32")
+    dense = m.kernel("nn.dense", {}, [a, w], a)
+    assert m("nn.dense", {}, [a, w], a) - m.profile.dispatch == pytest.approx(2.0 * dense)
+    assert m.memory_time(2e6) > m.memory_time(2e4) > 0
+
+
+def test_erf_is_calibrated_on_the_values_gelu_gives_it():
+    # scipy's erf takes a slower branch for |x| >= 1: its curve is measured on an activation of
+    # unit spread over sqrt(2), as GELU calls it, where the other unary ops take the activation
+    from relaygraph.egraph import calibrate
+
+    specs = calibrate._curve_specs()
+    rng = np.random.default_rng(0)
+    (erf_in,), _ = specs["erf"](rng, 1 << 16)
+    (tanh_in,), _ = specs["tanh"](rng, 1 << 16)
+    assert erf_in.dtype == np.float32
+    assert float(np.std(erf_in)) == pytest.approx(0.7071, rel=0.03)
+    assert float(np.std(tanh_in)) == pytest.approx(1.0, rel=0.03)
+
+
+def test_winograd_on_an_odd_image_pays_for_the_whole_tiles(model):
+    # F(2x2, 3x3) computes whole 2x2 tiles: 7x7 computes 8x8; the profile's ratios are per pixel wanted
+    assert cpu_cost.tile_waste(8, 8) == 1.0
+    assert cpu_cost.tile_waste(7, 7) == pytest.approx(64 / 49)
+    assert cpu_cost.tile_waste(13, 14) == pytest.approx(14 / 13)
+    data = dict(model.profile.data, winograd=[[64.0, 64.0, 100.0, 0.9]])
+    m = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    for side in (7, 8):
+        x = T((1, 64, side, side), "float32")
+        direct = m.kernel("nn.conv2d", attrs, [x, T((64, 64, 3, 3), "float32")], x)
+        wino = m.kernel(cpu_cost.WINOGRAD, dict(attrs, tile_size=2), [x, T((4, 4, 64, 64), "float32")], x)
+        assert wino == pytest.approx(direct * 0.9 * cpu_cost.tile_waste(side, side))

@@ -50,6 +50,7 @@ from .cpu_cost import (
     profile_path,
     reset_default,
     timer,
+    traffic_elements,
 )
 
 __all__ = ["calibrate", "measure", "Probe"]
@@ -144,6 +145,14 @@ def _signed(rng, shape) -> np.ndarray:
 _POSITIVE = ("log", "sqrt", "rsqrt", "divide", "power")  # defined (or finite) on positive data
 
 
+def _gelu_input(rng, shape) -> np.ndarray:
+    """What erf sees in a network: GELU's activation over sqrt(2) (activations of unit spread, as
+    the other ops are calibrated on). scipy's erf takes a slower branch for |x| >= 1, so its time
+    depends on the values: 4.0 ms on (128, 3072) values of spread 0.1, 5.4 ms at 0.71, 6.8 ms at 1
+    and 10 ms at 30; calibrated at spread 1 it overpredicted BERT's erf 1.75x."""
+    return (_signed(rng, shape) * F32(0.70710677)).astype(F32)
+
+
 def _curve_specs() -> dict[str, Callable]:
     specs: dict[str, Callable] = {}
 
@@ -154,7 +163,7 @@ def _curve_specs() -> dict[str, Callable]:
         return lambda rng, n: ([make(rng, _rows(n, 256)), make(rng, _rows(n, 256))], {})
 
     for name in _UNARY:
-        specs[name] = unary(_rand if name in _POSITIVE else _signed)
+        specs[name] = unary(_rand if name in _POSITIVE else _gelu_input if name == "erf" else _signed)
     for name in _BINARY:
         specs[name] = binary(_rand if name in _POSITIVE else _signed)
     specs["clip"] = lambda rng, n: ([_signed(rng, _rows(n, 256))], {"a_min": -0.5, "a_max": 0.5})
@@ -399,7 +408,11 @@ class _Calibration:
                        # few channels in, many out, on large images: Winograd's output transform
                        # dominates there, and it ran 1.2-3.6x the direct kernel's time
                        (32, 56, 128, (3, 3), 1, (1, 1)), (64, 28, 256, (3, 3), 1, (1, 1)),
-                       (64, 14, 256, (3, 3), 1, (1, 1))]
+                       (64, 14, 256, (3, 3), 1, (1, 1)),
+                       # many in, few out, 1x1 on mid-size images (squeeze and bottleneck layers): the
+                       # nearest shapes above put SqueezeNet's 256->32 .. 384->64 at 0.6-0.8 of their time
+                       (256, 28, 32, (1, 1), 1, (0, 0)), (512, 28, 128, (1, 1), 1, (0, 0)),
+                       (768, 14, 128, (1, 1), 1, (0, 0))]
         return shapes
 
     def _depthwise_shapes(self) -> list:
@@ -453,10 +466,13 @@ class _Calibration:
         x, w = _rand(self.rng, (1, 1, 4, 4)), _rand(self.rng, (1, 1, 3, 3))
         kernel, attrs = _call("nn.conv2d", [x, w], padding=(1, 1))
         self.data["conv_call"] = self.kernel_time(kernel, [x, w], attrs)
+        w1 = _rand(self.rng, (1, 1, 1, 1))  # the 1x1 path's (one matrix product, no gathering)
+        kernel, attrs = _call("nn.conv2d", [x, w1])
+        self.data["conv_call_1x1"] = self.kernel_time(kernel, [x, w1], attrs)
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
         from ..ops.winograd import winograd_weight
-        from .cpu_cost import WINOGRAD, winograd_features
+        from .cpu_cost import WINOGRAD, tile_waste, winograd_features
 
         rows = []
         winograd: list = []
@@ -470,7 +486,7 @@ class _Calibration:
             kernel, attrs = _call("nn.conv2d", [x, w], **conv_attrs)
             out = kernel([x, w], attrs)
             t = self.kernel_time(kernel, [x, w], attrs)
-            call = self.data["conv_call"]
+            call = model.conv_call(kh, kw, (ph, pw))
             est = model.conv_base(x.shape, o, c, kh, kw, float(out.size), (ph, pw), (stride, stride))
             features = conv_features(o, c, kh, kw, float(out.size))
             rows.append([*features, max(t - call, 0.1 * t) / est])
@@ -480,7 +496,8 @@ class _Calibration:
                 wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))
                 pairs = [self.kernel_time(wk, [x, u], wattrs) / self.kernel_time(kernel, [x, w], attrs)
                          for _ in range(3)]
-                winograd.append([*winograd_features(c, o, float(out.size)), statistics.median(pairs)])
+                winograd.append([*winograd_features(c, o, float(out.size)),
+                                 statistics.median(pairs) / tile_waste(*out.shape[2:])])
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops + residual_ops:
@@ -593,15 +610,20 @@ class _Calibration:
         inputs come from memory rather than cache, outputs land in fresh pages. A synthetic
         program of each family (a convolutional block and a transformer-like block) runs through
         the executor with every instruction timed in place (the plan's own order and frees), then
-        each instruction is looped on the inputs it had; the ratio of the two, per op kind
+        each instruction is looped on the inputs it had; one plus the extra time in the program
+        over the part of the looped time a program slows (``CpuCost.slowed``: above the fixed
+        cost, and but for products and convolutions at most the data's traffic), per op kind
         ("kind:conv", ...) and per op the programs run, is the profile's in-program factor for
         that kind or op (``CpuCost.factor`` prefers the op's own)."""
         from ..eval.executor import Plan, compile_function
         from ..ty import infer_type
         from .cpu_cost import op_kind
 
-        measured: dict[str, float] = {}
-        alone: dict[str, float] = {}
+        # the curves measured so far (without an add's curve, a kernel's whole time can slow)
+        model = CpuCost(Profile({"dispatch": 0.0, "curves": {}, "gemm": [], "bmm": [], "conv": [],
+                                 **self.data, "key": {}}))
+        measured: dict[str, float] = {}  # time in the program over the looped time
+        alone: dict[str, float] = {}  # the looped time a program can slow (see CpuCost.in_program)
         total: dict[str, float] = {}  # looped time with the fixed cost: what decides a ratio means something
         for func, values in self._synthetic_programs():
             typed = infer_type(IRModule.from_expr(func))
@@ -620,7 +642,7 @@ class _Calibration:
                     start = clock()
                     out = run(a, e)
                     times[i].append(clock() - start)
-                    seen[i] = (run, a, e)
+                    seen[i] = (run, a, e, out)
                     return out
                 return go
 
@@ -630,9 +652,10 @@ class _Calibration:
                            plan.labels, plan.output)
             for _ in range(2 + self.repeats * 4):  # per op, one instance can be all there is: more runs
                 wrapped.run(values)
-            for call, samples, (run, args, attrs) in zip(nodes, times, seen, strict=True):
+            for call, samples, (run, args, attrs, out) in zip(nodes, times, seen, strict=True):
                 if not isinstance(call, Call):
                     continue
+                traffic = traffic_elements([_type_of(v) for v in args], _type_of(out))
                 # the same kernel looped on the same inputs, right after (so under the same load)
                 looped = measure(lambda r=run, a=args, e=attrs: r(a, e), self.repeats, self.min_seconds,
                                  self.timer)
@@ -643,13 +666,16 @@ class _Calibration:
                 # product's fresh output and writes to fresh memory)
                 # above the op's fixed cost per call, as CpuCost.in_program applies the factor
                 floor = min(self.data["curves"].get(call.op.name, [[0.0, 0.0]])[0][1], looped)
+                # the time a program can slow: above the fixed cost, at most the data's traffic
+                # (CpuCost.in_program applies the factor to the same part)
+                slowed = model.slowed(call.op.name, looped - floor, traffic)
                 for key in (f"kind:{op_kind(call.op.name)}", call.op.name):
-                    measured[key] = measured.get(key, 0.0) + max(statistics.median(samples[2:]) - floor, 0.0)
-                    alone[key] = alone.get(key, 0.0) + looped - floor
+                    measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:]) - looped
+                    alone[key] = alone.get(key, 0.0) + slowed
                     total[key] = total.get(key, 0.0) + looped
         # a kind (or op) whose kernels took microseconds in all says more about the clock than them
-        self.data["in_program"] = {k: min(max(measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0 else 1.0
-                                   for k in measured if total[k] > 2e-5}
+        self.data["in_program"] = {k: min(max(1.0 + measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0
+                                   else 1.0 for k in measured if total[k] > 2e-5}
         self.step("in-program factors")
 
     def _synthetic_programs(self) -> list:
@@ -693,6 +719,16 @@ class _Calibration:
         f = op("nn.dense", f, weight(hidden, hidden * 2))
         attention = (Function([h], op("tanh", op("add", f, a))), [_rand(r, (tokens, hidden))])
         return [conv, attention]
+
+
+def _type_of(value):
+    """The type of a kernel's input or output value (a tensor, or a tuple of them)."""
+    from ..ir.types import TupleType
+
+    if isinstance(value, (tuple, list)):
+        return TupleType([_type_of(v) for v in value])
+    value = np.asarray(value)
+    return TensorType(value.shape, str(value.dtype))
 
 
 def _first(tuple_value):

@@ -35,11 +35,12 @@ from .cost import DEFAULT_MACHINE, CostModelError, cache_dir
 __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_key", "profile_path",
            "profile_file", "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
-           "FORMAT", "op_kind"]
+           "FORMAT", "op_kind", "tile_waste", "traffic_elements"]
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
-# Winograd by shape; 5: fused depthwise ratios)
-FORMAT = 5
+# Winograd by shape; 5: fused depthwise ratios; 6: the 1x1 convolution's own fixed cost, in-program
+# factors over the memory traffic, erf on GELU's inputs, Winograd ratios without the tile waste)
+FORMAT = 6
 PROFILE_STEM = "cpu-profile"
 
 
@@ -216,6 +217,11 @@ def _numel(t) -> float:
     return _elements(t)
 
 
+def traffic_elements(arg_types: Sequence, out_type) -> float:
+    """Elements of a kernel's largest input or output: the data whose moving a program slows."""
+    return max([_numel(out_type)] + [_numel(t) for t in arg_types])
+
+
 def _elements(t: TensorType) -> float:
     from ..ir.types import Any as AnyDim
 
@@ -242,6 +248,14 @@ def winograd_features(c: int, o: int, out: float) -> tuple:
     out (the input and output transforms cost apart: 32 -> 128 and 128 -> 32 differ) and output
     pixels (on large images the transformed tiles leave the cache)."""
     return (float(c), float(o), max(1.0, out / max(o, 1)))
+
+
+def tile_waste(oh: int, ow: int) -> float:
+    """Output pixels Winograd F(2x2, 3x3) computes over those wanted: whole 2x2 tiles, so an odd
+    side computes one row or column more (7x7 computes 8x8, 1.31x; 13x13 1.16x). The profile's
+    Winograd ratios are kept per wanted pixel without it (measured: 512 channels, 0.86x the direct
+    kernel at 8x8 and 1.08x at 7x7)."""
+    return (2 * math.ceil(oh / 2)) * (2 * math.ceil(ow / 2)) / max(oh * ow, 1)
 
 
 def _shape(t) -> tuple:
@@ -339,6 +353,8 @@ class Profile:
         # the same for fused ops on a grouped (depthwise) convolution, by output size: [(size, ratio)]
         self.fused_grouped: dict[str, list] = data.get("fused_grouped", {})
         self.conv_call = float(data.get("conv_call", 0.0))
+        # a 1x1 convolution without padding runs no gathering copy: a fixed cost of its own
+        self.conv_call_1x1 = float(data.get("conv_call_1x1", self.conv_call))
         self.clock = data.get("clock", "wall")
         # a kernel's time inside a program over its time looped alone, per op kind
         self.in_program: dict[str, float] = data.get("in_program", {})
@@ -424,16 +440,37 @@ class CpuCost:
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
         t = self.kernel(op, attrs or {}, list(arg_types), out_type)
-        return self.profile.dispatch + self.in_program(op, t)
+        return self.profile.dispatch + self.in_program(op, t, traffic_elements(arg_types, out_type))
 
-    def in_program(self, op: str, t: float) -> float:
+    def in_program(self, op: str, t: float, traffic: float | None = None) -> float:
         """Seconds of a kernel that takes ``t`` looped alone when it runs inside a program: the
         part above the op's fixed cost per call (its curve's floor) times the in-program factor.
         A program's slowdown comes from memory (inputs out of cache, outputs on fresh pages), so
         a kernel on a handful of elements runs as fast as looped, and an add on 100K elements
-        twice as slow."""
+        twice as slow. Given ``traffic`` (the elements of its largest input or output), the part
+        of a kernel other than a product or convolution that slows is at most what moving that
+        data takes (``memory_time``): such a kernel whose time is arithmetic loses in a program
+        what its memory loses, not a share of its arithmetic (inception's stride-1 average pools,
+        14 ms each, ran as fast in the program as looped, where the pool factor of 1.7 measured
+        on a max pool predicted 1.8x their time; BERT's softmax over (12, 128, 128) ran 1.1x, not
+        the 2.3x measured on a one-head attention's). Products and convolutions keep the share:
+        their temporaries (gathered columns) and weights grow with their arithmetic."""
         floor = min(self.floor(op), t)
-        return floor + (t - floor) * self.factor(op)
+        return t + self.slowed(op, t - floor, traffic) * (self.factor(op) - 1.0)
+
+    def slowed(self, op: str, above_floor: float, traffic: float | None) -> float:
+        """The part of a kernel's time above its floor that a program slows (see ``in_program``)."""
+        if traffic is None or op_kind(_anchor(op)) in ("gemm", "conv"):
+            return above_floor
+        return min(above_floor, self.memory_time(traffic))
+
+    def memory_time(self, work: float) -> float:
+        """Seconds of moving data of ``work`` elements, as the in-program factors count it: an
+        add's (two inputs, one output) above its fixed cost per call."""
+        points = self.profile.curve("add")
+        if not points:
+            return math.inf
+        return max(curve_at(points, max(work, 1.0)) - points[0][1], 0.0)
 
     def floor(self, op: str) -> float:
         """The op's fixed seconds per call: its measured curve's smallest size (a fused op's
@@ -546,7 +583,17 @@ class CpuCost:
         """Seconds of the executor's conv2d (groups=1): its fixed cost plus the structural estimate
         times the ratio measured on the calibrated shapes nearest this one."""
         base = self.conv_base(x, o, c, kh, kw, out, padding, strides)
-        return self.profile.conv_call + base * nearest(self.profile.conv, conv_features(o, c, kh, kw, out))
+        ratio = nearest(self.profile.conv, conv_features(o, c, kh, kw, out))
+        return self.conv_call(kh, kw, padding) + base * ratio
+
+    def conv_call(self, kh: int, kw: int, padding) -> float:
+        """The conv kernel's fixed seconds per call on its path: a 1x1 kernel without padding is
+        one matrix product (no gathering copy, no padding): a fixed cost several times smaller
+        than the gathering path's, which counted in full made small 1x1 layers' calibrated ratios
+        a tenth of what they are."""
+        if kh == kw == 1 and not _any_nonzero(padding):
+            return self.profile.conv_call_1x1
+        return self.profile.conv_call
 
     def _conv2d_transpose(self, attrs, arg_types, out_type) -> float:
         """The transpose runs as a convolution over the input spread by the strides: that
@@ -576,7 +623,10 @@ class CpuCost:
         direct_attrs = {k: attrs[k] for k in attrs if k != "tile_size"}  # a dict or a call's Attrs
         direct = self.kernel(WINOGRAD_DIRECT[op], direct_attrs, direct_types, out_type)
         rows = self.profile.winograd
-        return direct * (nearest(rows, winograd_features(c, o, _numel(out_type))) if rows else 1.0)
+        if not rows:
+            return direct
+        _, _, oh, ow = _nchw(out_type, attrs.get("data_layout"))
+        return direct * nearest(rows, winograd_features(c, o, _numel(out_type))) * tile_waste(oh, ow)
 
     def _fused(self, op: str, attrs, arg_types, out_type) -> float:
         record = _lookup(op)
@@ -638,9 +688,10 @@ class CpuCost:
         makes one, else its members' kernels in turn."""
         if elementwise_program:
             t = self._numexpr(len(members), _numel(out_type))
-            return self.profile.dispatch + self.in_program("add", t)
+            return self.profile.dispatch + self.in_program("add", t, _numel(out_type))
         return self.profile.dispatch + sum(
-            self.in_program(m[0], self.kernel(m[0], m[1] or {}, list(m[2]), m[3])) for m in members)
+            self.in_program(m[0], self.kernel(m[0], m[1] or {}, list(m[2]), m[3]),
+                            traffic_elements(m[2], m[3])) for m in members)
 
 
 _DEFAULT: dict[str, CpuCost] = {}
