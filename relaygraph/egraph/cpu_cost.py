@@ -38,8 +38,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "FORMAT", "op_kind"]
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
-# Winograd by shape; 5: fused depthwise ratios)
-FORMAT = 5
+# Winograd by shape; 5: fused depthwise ratios; 6: fused.add_layer_norm's float32 kernel, fused
+# matmul ops measured against the dense kernel, scale-shift fused ops on per-channel vectors)
+FORMAT = 6
 PROFILE_STEM = "cpu-profile"
 
 
@@ -412,6 +413,43 @@ def _anchor(op: str) -> str:
     return d.parts[0].op if d is not None else "add"
 
 
+_PREFIXES: dict[str, tuple | None] = {}
+
+
+def _prefix_op(op: str) -> tuple | None:
+    """The longest other fused op whose definition begins ``op``'s (the same parts on the same
+    inputs), as (name, its number of parts, its number of arguments), or None."""
+    if op in _PREFIXES:
+        return _PREFIXES[op]
+    from ..ops.fused_ops import _DEFINITIONS, Arg
+
+    parts = _DEFINITIONS[op].parts
+    best = None
+    for name, d in _DEFINITIONS.items():
+        k = len(d.parts)
+        if name == op or k >= len(parts) or (best is not None and k <= best[1]):
+            continue
+        if all(a.op == b.op and _same_inputs(a.inputs, b.inputs)
+               for a, b in zip(d.parts, parts[:k], strict=True)):
+            n_args = 1 + max((r.index for p in d.parts for r in p.inputs if type(r) is Arg), default=-1)
+            best = (name, k, n_args)
+    _PREFIXES[op] = best
+    return best
+
+
+def _same_inputs(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if type(x) is not type(y):
+            return False
+        if hasattr(x, "dtype") and not (x.dtype == y.dtype and x == y):  # a numpy scalar constant
+            return False
+        if not hasattr(x, "dtype") and x != y:
+            return False
+    return True
+
+
 class CpuCost:
     """The ``cpu`` cost function of one profile: ``model(op, attrs, arg_types, out_type) -> seconds``."""
 
@@ -424,7 +462,46 @@ class CpuCost:
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
         t = self.kernel(op, attrs or {}, list(arg_types), out_type)
-        return self.profile.dispatch + self.in_program(op, t)
+        cost = self.profile.dispatch + self.in_program(op, t)
+        if record is not None and op.startswith("fused."):
+            bound = self.fused_bound(op, attrs or {}, list(arg_types), out_type)
+            if bound is not None and bound < cost:
+                cost = bound
+        return cost
+
+    def fused_bound(self, op: str, attrs: Mapping, arg_types: list, out_type) -> float | None:
+        """The most a fused op of the op table can cost: its kernel runs its parts in turn, the
+        steps after the anchor in place, so it never costs more than its parts as separate calls,
+        less the dispatches it saves, or than the fused op it extends (conv2d_bias for
+        conv2d_bias_relu) and the steps after that as kernels looped alone (in place on a fresh
+        result, they do not pay the in-program factor of reading memory). Without this bound,
+        the separately calibrated ratios of two such ops (noisy by a few percent, as much as a
+        relu's share) could make fusing the relu look slower than running it on its own, and
+        extraction would leave it unfused."""
+        from ..ops.fused_ops import definition
+
+        d = definition(op)
+        if d is None:
+            return None
+        full = _lookup(op).resolve(attrs)
+        calls = [self._part_call(part, full, arg_types, out_type) for part in d.parts]
+        bound = sum(self(*c) for c in calls) - (len(calls) - 1) * self.profile.dispatch
+        prefix = _prefix_op(op)
+        if prefix is not None:
+            name, k, n_args = prefix
+            head = self(name, _lookup(name).resolve(attrs), arg_types[:n_args], out_type)
+            bound = min(bound, head + sum(self.kernel(*c) for c in calls[k:]))
+        return bound
+
+    @staticmethod
+    def _part_call(part, attrs: Mapping, arg_types: list, out_type) -> tuple:
+        """One part of a fused op's definition as a call of its own, (op, attrs, arg types, out
+        type): an earlier part's result is typed as the fused op's output (it has its size)."""
+        from ..ops.fused_ops import Arg, Step
+
+        types = [arg_types[r.index] if type(r) is Arg else out_type for r in part.inputs
+                 if type(r) in (Arg, Step)]
+        return part.op, _lookup(part.op).resolve(part.attrs(attrs)), types, out_type
 
     def in_program(self, op: str, t: float) -> float:
         """Seconds of a kernel that takes ``t`` looped alone when it runs inside a program: the

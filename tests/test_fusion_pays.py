@@ -1,0 +1,110 @@
+"""Fused ops that pay on a CPU: the ``cpu`` model never prices a fused op above its parts (or the
+fused op it extends) run separately, and the fused kernels added for ResNet v2 and BERT compute
+what their parts compute.
+
+The suite's profile is the quick calibration conftest.py points ``$RELAYGRAPH_PROFILE_DIR`` at."""
+
+import numpy as np
+import pytest
+
+import relaygraph as rg
+from relaygraph.egraph import cpu_cost
+from relaygraph.egraph.cpu_cost import default_profile
+from relaygraph.ops.fused_ops import _DEFINITIONS, definition
+
+T = rg.TensorType
+
+
+@pytest.fixture(scope="module")
+def model():
+    return default_profile(progress=False)
+
+
+def _examples():
+    """(fused op, arg types, resolved attrs, out type) for every example of every fused op."""
+    cases = []
+    for name in sorted(_DEFINITIONS):
+        record = rg.ops.lookup(name)
+        for types, attrs in record.examples:
+            full = record.resolve(attrs)
+            cases.append((name, list(types), full, record.type_relation(list(types), full)))
+    return cases
+
+
+def test_every_fused_op_has_examples_to_check():
+    assert {c[0] for c in _examples()} == set(_DEFINITIONS)
+
+
+@pytest.mark.parametrize("case", _examples(), ids=lambda c: f"{c[0]}{[t.shape for t in c[1]]}")
+def test_a_fused_op_costs_no_more_than_its_parts_run_separately(model, case):
+    name, types, attrs, out = case
+    cost = model(name, attrs, types, out)
+    parts = [model._part_call(p, attrs, types, out) for p in definition(name).parts]
+    separate = sum(model(*p) for p in parts)
+    assert cost <= separate - (len(parts) - 1) * model.profile.dispatch + 1e-15
+    prefix = cpu_cost._prefix_op(name)
+    if prefix is not None:  # ... nor more than the fused op it extends with the steps after it
+        head, k, n_args = prefix
+        extended = model(head, rg.ops.lookup(head).resolve(attrs), types[:n_args], out)
+        assert cost <= extended + sum(model.kernel(*p) for p in parts[k:]) + 1e-15
+
+
+def test_prefixes_are_the_fused_ops_a_step_extends():
+    assert cpu_cost._prefix_op("fused.conv2d_bias_relu") == ("fused.conv2d_bias", 2, 3)
+    assert cpu_cost._prefix_op("fused.winograd_bias_relu") == ("fused.winograd_bias", 2, 3)
+    assert cpu_cost._prefix_op("fused.matmul_bias_gelu") == ("fused.matmul_bias", 2, 3)
+    assert cpu_cost._prefix_op("fused.multiply_add_relu") == ("fused.multiply_add", 2, 3)
+    # a different step on the same anchor is no prefix: conv2d_add does not extend conv2d_bias
+    assert cpu_cost._prefix_op("fused.conv2d_add") is None
+    assert cpu_cost._prefix_op("fused.conv2d_bias") is None
+
+
+@pytest.mark.parametrize("c, o, hw", [(256, 64, 56), (1024, 256, 14)])
+def test_fusing_the_relu_after_a_fused_convolution_is_never_predicted_slower(model, c, o, hw):
+    """ResNet-50's 1x1 convolutions: conv2d_bias then relu must not look cheaper than
+    conv2d_bias_relu (the calibrated ratios of the two ops alone differ by noise)."""
+    attrs = rg.ops.lookup("fused.conv2d_bias").resolve({"padding": (0, 0), "channels": o,
+                                                        "kernel_size": (1, 1)})
+    x, w, b, y = T((1, c, hw, hw), "float32"), T((o, c, 1, 1), "float32"), T((o,), "float32"), \
+        T((1, o, hw, hw), "float32")
+    fused = model("fused.conv2d_bias_relu", attrs, [x, w, b], y)
+    apart = model("fused.conv2d_bias", attrs, [x, w, b], y) + model("nn.relu", {}, [y], y)
+    assert fused < apart
+
+
+# -- fused.add_layer_norm's float32 kernel ---------------------------------------------------------
+def _add_layer_norm(a, b, g, be, **attrs):
+    x, y = rg.var("x", T(a.shape, str(a.dtype))), rg.var("y", T(b.shape, str(b.dtype)))
+    gv, bv = rg.var("g", T(g.shape, str(g.dtype))), rg.var("be", T(be.shape, str(be.dtype)))
+    fused = rg.Function([x, y, gv, bv], rg.op.fused.add_layer_norm(x, y, gv, bv, **attrs))
+    apart = rg.Function([x, y, gv, bv], rg.op.nn.layer_norm(rg.op.add(x, y), gv, bv, **attrs))
+    return rg.evaluate(fused, a, b, g, be), rg.evaluate(apart, a, b, g, be)
+
+
+@pytest.mark.parametrize("shape, other, attrs", [
+    ((1, 128, 768), (1, 128, 768), {"epsilon": 1e-12}),
+    ((4, 6, 8), (8,), {}),
+    ((2, 3, 5), (3, 1), {"epsilon": 1e-3, "scale": False}),
+    ((3, 7), (3, 7), {"center": False, "axis": 1}),
+])
+def test_add_layer_norm_float32_matches_add_then_layer_norm(shape, other, attrs):
+    r = np.random.default_rng(7)
+    a = (r.standard_normal(shape) * 4 + 3).astype(np.float32)  # an offset the centring must remove
+    b = r.standard_normal(other).astype(np.float32)
+    g, be = r.standard_normal(shape[-1]).astype(np.float32), r.standard_normal(shape[-1]).astype(np.float32)
+    got, want = _add_layer_norm(a, b, g, be, **attrs)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_add_layer_norm_on_another_axis_or_dtype_keeps_the_float64_path():
+    r = np.random.default_rng(3)
+    a, b = r.standard_normal((4, 6, 2)), r.standard_normal((6, 1))
+    g, be = r.standard_normal(6), r.standard_normal(6)
+    got, want = _add_layer_norm(a, b, g, be, axis=1)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    got, want = _add_layer_norm(a32, b32, g.astype(np.float32), be.astype(np.float32), axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
