@@ -421,12 +421,13 @@ def _prefix_op(op: str) -> tuple | None:
     inputs), as (name, its number of parts, its number of arguments), or None."""
     if op in _PREFIXES:
         return _PREFIXES[op]
-    from ..ops.fused_ops import _DEFINITIONS, Arg
+    from ..ops.fused_ops import FUSED_OPS, Arg, definition
 
-    parts = _DEFINITIONS[op].parts
+    parts = definition(op).parts
     best = None
-    for name, d in _DEFINITIONS.items():
-        k = len(d.parts)
+    for name in FUSED_OPS:
+        d = definition(name)
+        k = len(d.parts) if d is not None else len(parts)
         if name == op or k >= len(parts) or (best is not None and k <= best[1]):
             continue
         if all(a.op == b.op and _same_inputs(a.inputs, b.inputs)

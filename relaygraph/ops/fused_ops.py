@@ -317,6 +317,21 @@ def _same_attrs(attrs: dict) -> dict:
     return attrs
 
 
+_WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
+
+
+def _winograd_with_epilogue(args, attrs, step_ops):
+    """A Winograd convolution with its channel bias and/or relu in its own kernel
+    (``winograd.winograd_conv2d``), or None when the dtypes ask for the general path."""
+    x, u = args[0], args[1]
+    bias = args[2] if step_ops[0] == "nn.bias_add" else None
+    if x.dtype.kind != "f" or u.dtype != x.dtype or (attrs.get("out_dtype") or x.dtype) != x.dtype:
+        return None
+    if bias is not None and (bias.dtype != x.dtype or bias.ndim != 1):
+        return None
+    return winograd.winograd_conv2d(x, u, conv.pad4(attrs["padding"]), bias, step_ops[-1] == "nn.relu")
+
+
 def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names: tuple,
           examples: tuple, gelu: bool = False, doc: str = "") -> None:
     """Register ``fused.<name>``: the anchor op, then ``steps`` (op, takes an extra input, attrs)."""
@@ -345,8 +360,15 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
     step_ops = [op for op, _, _ in steps]
     blocked = anchor == "nn.conv2d" and not gelu and step_ops in (
         ["nn.bias_add"], ["nn.relu"], ["nn.bias_add", "nn.relu"], ["maximum"])
+    # A Winograd convolution takes its bias and relu inside its own transforms.
+    epilogue_in_winograd = anchor == _WINOGRAD and step_ops in (
+        ["nn.bias_add"], ["nn.relu"], ["nn.bias_add", "nn.relu"])
 
     def kernel(args, attrs):
+        if epilogue_in_winograd:
+            y = _winograd_with_epilogue(args, attrs, step_ops)
+            if y is not None:
+                return y
         if blocked and attrs.get("groups", 1) != 1:
             bias = args[2] if step_ops[0] == "nn.bias_add" else None
             floor = args[2] if step_ops[0] == "maximum" else None
@@ -439,7 +461,6 @@ _make("conv2d_maximum", "nn.conv2d", 2, [("maximum", True, _none)], ("floor",),
       _with(_CONV_EX, [lambda c: _t((c, 1, 1))]),
       doc="nn.conv2d then maximum with a per-channel floor (a folded batch norm's relu whose shift "
           "moved on: maximum(conv, -t)), in place; per block in cache for a depthwise convolution")
-_WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
 _WINOGRAD_EX = (
     ([_t((1, 3, 8, 8)), _t((4, 4, 5, 3))], {"tile_size": 2, "padding": (1, 1)}),
     ([_t((2, 2, 7, 6)), _t((4, 4, 3, 2))], {"tile_size": 2}),
