@@ -16,7 +16,9 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
   conv2d_transpose likewise; grouped convolution as a curve;
 - every fused op of the op table anchored on a convolution or a dense: its kernel's time over
   the anchor's on the same inputs, per shape (so a new or faster fused kernel is covered by
-  calibrating again); the other fused ops and numexpr groups over their parts' prediction;
+  calibrating again; a matmul-anchored one over the dense kernel's, which prices nn.matmul, so
+  what its (K, N) weight saves shows); the other fused ops and numexpr groups over their parts'
+  prediction (the scale-shift ops on one value per channel, as batch norms give them);
 - in-program factors per op kind and per op: synthetic programs (a convolutional block with a
   Winograd convolution, and a transformer-like block) run through the executor with each
   instruction timed in place, against the same kernel looped on the same inputs, above the op's
