@@ -188,3 +188,14 @@ def test_preactivation_rules_check_sound(capsys):
                  "--trials", "4"])
     out = capsys.readouterr().out
     assert code == 0 and "1 sound" in out
+
+
+@pytest.mark.parametrize("c, hw", [(64, 56), (256, 56), (1024, 14)])
+def test_scale_shift_relu_costs_no_more_than_the_batch_norm_and_relu_it_replaces(model, c, hw):
+    x, v, s = T((1, c, hw, hw), "float32"), T((c,), "float32"), T((c, 1, 1), "float32")
+    norm = model("nn.batch_norm", rg.ops.lookup("nn.batch_norm").resolve({"axis": 1}), [x, v, v, v, v],
+                 rg.TupleType((x, v, v)))
+    apart = norm + model("nn.relu", {}, [x], x)
+    assert model("fused.multiply_add_relu", {}, [x, s, s], x) <= apart - model.profile.dispatch + 1e-15
+    # not a batch norm's form (a full-size scale): no such bound
+    assert model._batch_norm_relu([x, x, x], x) == float("inf")
