@@ -475,7 +475,8 @@ class CpuCost:
         steps after the anchor in place, so it never costs more than its parts as separate calls,
         less the dispatches it saves, or than the fused op it extends (conv2d_bias for
         conv2d_bias_relu) and the steps after that as kernels looped alone (in place on a fresh
-        result, they do not pay the in-program factor of reading memory). Without this bound,
+        result, they do not pay the in-program factor of reading memory), or as separate calls
+        less their dispatch when the profile prices those lower. Without this bound,
         the separately calibrated ratios of two such ops (noisy by a few percent, as much as a
         relu's share) could make fusing the relu look slower than running it on its own, and
         extraction would leave it unfused."""
@@ -491,7 +492,8 @@ class CpuCost:
         if prefix is not None:
             name, k, n_args = prefix
             head = self(name, _lookup(name).resolve(attrs), arg_types[:n_args], out_type)
-            bound = min(bound, head + sum(self.kernel(*c) for c in calls[k:]))
+            steps = sum(min(self.kernel(*c), self(*c) - self.profile.dispatch) for c in calls[k:])
+            bound = min(bound, head + steps)
         if op == "fused.multiply_add_relu":
             bound = min(bound, self._batch_norm_relu(arg_types, out_type))
         return bound
