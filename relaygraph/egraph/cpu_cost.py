@@ -39,8 +39,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
 # Winograd by shape; 5: fused depthwise ratios; 6: the 1x1 convolution's own fixed cost, in-program
-# factors over the memory traffic, erf on GELU's inputs, Winograd ratios without the tile waste)
-FORMAT = 6
+# factors over the memory traffic, erf on GELU's inputs, Winograd ratios without the tile waste;
+# 7: also fused.add_layer_norm's float32 kernel, fused matmul ops measured against the dense kernel,
+# scale-shift fused ops on per-channel vectors)
+FORMAT = 7
 PROFILE_STEM = "cpu-profile"
 
 
@@ -428,6 +430,44 @@ def _anchor(op: str) -> str:
     return d.parts[0].op if d is not None else "add"
 
 
+_PREFIXES: dict[str, tuple | None] = {}
+
+
+def _prefix_op(op: str) -> tuple | None:
+    """The longest other fused op whose definition begins ``op``'s (the same parts on the same
+    inputs), as (name, its number of parts, its number of arguments), or None."""
+    if op in _PREFIXES:
+        return _PREFIXES[op]
+    from ..ops.fused_ops import FUSED_OPS, Arg, definition
+
+    parts = definition(op).parts
+    best = None
+    for name in FUSED_OPS:
+        d = definition(name)
+        k = len(d.parts) if d is not None else len(parts)
+        if name == op or k >= len(parts) or (best is not None and k <= best[1]):
+            continue
+        if all(a.op == b.op and _same_inputs(a.inputs, b.inputs)
+               for a, b in zip(d.parts, parts[:k], strict=True)):
+            n_args = 1 + max((r.index for p in d.parts for r in p.inputs if type(r) is Arg), default=-1)
+            best = (name, k, n_args)
+    _PREFIXES[op] = best
+    return best
+
+
+def _same_inputs(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if type(x) is not type(y):
+            return False
+        if hasattr(x, "dtype") and not (x.dtype == y.dtype and x == y):  # a numpy scalar constant
+            return False
+        if not hasattr(x, "dtype") and x != y:
+            return False
+    return True
+
+
 class CpuCost:
     """The ``cpu`` cost function of one profile: ``model(op, attrs, arg_types, out_type) -> seconds``."""
 
@@ -440,7 +480,69 @@ class CpuCost:
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
         t = self.kernel(op, attrs or {}, list(arg_types), out_type)
-        return self.profile.dispatch + self.in_program(op, t, traffic_elements(arg_types, out_type))
+        cost = self.profile.dispatch + self.in_program(op, t, traffic_elements(arg_types, out_type))
+        if record is not None and op.startswith("fused."):
+            bound = self.fused_bound(op, attrs or {}, list(arg_types), out_type)
+            if bound is not None and bound < cost:
+                cost = bound
+        return cost
+
+    def fused_bound(self, op: str, attrs: Mapping, arg_types: list, out_type) -> float | None:
+        """The most a fused op of the op table can cost: its kernel runs its parts in turn, the
+        steps after the anchor in place, so it never costs more than its parts as separate calls,
+        less the dispatches it saves, or than the fused op it extends (conv2d_bias for
+        conv2d_bias_relu) and the steps after that as kernels looped alone (in place on a fresh
+        result, they do not pay the in-program factor of reading memory), or as separate calls
+        less their dispatch when the profile prices those lower. Without this bound,
+        the separately calibrated ratios of two such ops (noisy by a few percent, as much as a
+        relu's share) could make fusing the relu look slower than running it on its own, and
+        extraction would leave it unfused."""
+        from ..ops.fused_ops import definition
+
+        d = definition(op)
+        if d is None:
+            return None
+        full = _lookup(op).resolve(attrs)
+        calls = [self._part_call(part, full, arg_types, out_type) for part in d.parts]
+        bound = sum(self(*c) for c in calls) - (len(calls) - 1) * self.profile.dispatch
+        prefix = _prefix_op(op)
+        if prefix is not None:
+            name, k, n_args = prefix
+            head = self(name, _lookup(name).resolve(attrs), arg_types[:n_args], out_type)
+            steps = sum(min(self.kernel(*c), self(*c) - self.profile.dispatch) for c in calls[k:])
+            bound = min(bound, head + steps)
+        if op == "fused.multiply_add_relu":
+            bound = min(bound, self._batch_norm_relu(arg_types, out_type))
+        return bound
+
+    def _batch_norm_relu(self, arg_types: list, out_type) -> float:
+        """A scale-shift-relu on one value per channel (rules/conv.rules: batch-norm-relu) is a
+        batch norm and the relu after it with one output instead of three: it costs no more
+        than they do (measured faster at each of ResNet-50's shapes, one and two threads; the
+        batch norm's curve alone underprices its two fresh outputs there)."""
+        x, s, t = arg_types
+        if not (isinstance(x, TensorType) and isinstance(s, TensorType) and isinstance(t, TensorType)
+                and len(x.shape) == 4 and len(s.shape) == 3 and len(t.shape) == 3):
+            return math.inf
+        try:
+            if not (_shape(s) == _shape(t) and _shape(s)[1:] == (1, 1) and _shape(s)[0] == _shape(x)[1]):
+                return math.inf
+        except CostModelError:
+            return math.inf
+        vec = TensorType((_shape(x)[1],), x.dtype)
+        attrs = _lookup("nn.batch_norm").resolve({"axis": 1})
+        norm = self("nn.batch_norm", attrs, [x, vec, vec, vec, vec], TupleType((x, vec, vec)))
+        return norm + self("nn.relu", {}, [x], out_type) - self.profile.dispatch
+
+    @staticmethod
+    def _part_call(part, attrs: Mapping, arg_types: list, out_type) -> tuple:
+        """One part of a fused op's definition as a call of its own, (op, attrs, arg types, out
+        type): an earlier part's result is typed as the fused op's output (it has its size)."""
+        from ..ops.fused_ops import Arg, Step
+
+        types = [arg_types[r.index] if type(r) is Arg else out_type for r in part.inputs
+                 if type(r) in (Arg, Step)]
+        return part.op, _lookup(part.op).resolve(part.attrs(attrs)), types, out_type
 
     def in_program(self, op: str, t: float, traffic: float | None = None) -> float:
         """Seconds of a kernel that takes ``t`` looped alone when it runs inside a program: the

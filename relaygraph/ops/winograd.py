@@ -123,8 +123,9 @@ def _input_transform(x: np.ndarray, padding, th: int, tw: int) -> np.ndarray:
     return v
 
 
-def _output_transform(m: np.ndarray, oh: int, ow: int) -> np.ndarray:
-    """``A^T m A`` of every tile of (4, 4, th, tw, N, O), written as the (N, O, oh, ow) output."""
+def _output_transform(m: np.ndarray, oh: int, ow: int, relu: bool = False) -> np.ndarray:
+    """``A^T m A`` of every tile of (4, 4, th, tw, N, O), written as the (N, O, oh, ow) output;
+    with ``relu``, the copy into NCHW takes the maximum with 0 on the way (no pass of its own)."""
     _, _, th, tw, n, o = m.shape
     out = np.empty((th, 2, tw, 2, n, o), m.dtype)
     s0 = m[0] + m[1]
@@ -136,12 +137,18 @@ def _output_transform(m: np.ndarray, oh: int, ow: int) -> np.ndarray:
         np.add(left, s[2], out=out[:, r, :, 0])
         right = s[1] - s[2]
         np.subtract(right, s[3], out=out[:, r, :, 1])
-    out = out.reshape(2 * th, 2 * tw, n, o)[:oh, :ow]
-    return np.ascontiguousarray(out.transpose(2, 3, 0, 1))
+    out = out.reshape(2 * th, 2 * tw, n, o)[:oh, :ow].transpose(2, 3, 0, 1)
+    if relu:
+        return np.maximum(out, np.asarray(0, m.dtype), out=np.empty(out.shape, m.dtype))
+    return np.ascontiguousarray(out)
 
 
-def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding) -> np.ndarray:
-    """Convolution of NCHW ``x`` with a transformed weight ``u`` (4, 4, O, C), stride 1."""
+def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding, bias: np.ndarray | None = None,
+                    relu: bool = False) -> np.ndarray:
+    """Convolution of NCHW ``x`` with a transformed weight ``u`` (4, 4, O, C), stride 1; with a
+    channel ``bias`` and a ``relu`` after it in the same kernel. The bias goes into the products
+    of tile position (1, 1), whose coefficient in every output of its tile is 1 (a sixteenth of
+    a pass instead of one), and the relu into the copy to NCHW."""
     x, padding = crop_negative_padding(x, padding)
     n, c, h, wd = x.shape
     o = u.shape[2]
@@ -151,7 +158,10 @@ def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding) -> np.ndarray:
     v = _input_transform(x, padding, th, tw)
     # the 16 GEMMs, one per tile position: (tiles x in channels) by (in channels x out channels)
     m = np.matmul(v.reshape(16, th * tw * n, c), u.transpose(0, 1, 3, 2).reshape(16, c, o))
-    return _output_transform(m.reshape(4, 4, th, tw, n, o), oh, ow)
+    m = m.reshape(4, 4, th, tw, n, o)
+    if bias is not None:
+        m[1, 1] += bias.astype(m.dtype, copy=False)
+    return _output_transform(m, oh, ow, relu)
 
 
 def _winograd_kernel(args, a):
