@@ -30,12 +30,14 @@ unpadded convolutions whose kernel size a condition gives), terms of up to 2 ops
 terms of one size written ``<=>`` (relu or a bias after a max-pool runs on 4x fewer values, before
 it on more; an average pool before a 1x1 convolution cuts its positions, after it the pool runs on
 the channels it leaves: the cost model picks). The rules no hand-written default rule file derives
-are added to the default rules and every model of ``ZOO_MODELS`` (DenseNet-121 and Inception-v3 at
-their full size among them) is optimized as above; each lowering is printed with the cost ratio
-predicted and, for ``cpu``, the time ratio measured.
+are added to the default rules and every model of ``ZOO_MODELS`` (DenseNet-121 and Inception-v3
+small among them; at full size too with ``--full``, which takes about 10 minutes more) is optimized
+as above; each lowering is printed with the cost ratio predicted and, for ``cpu``, the time ratio
+measured.
 
-Run with ``python benchmarks/bench_synthesis.py [--quick] [--part ten|zoo|all]`` (``--quick``:
-terms of up to 2 ops in the first part; ``--part``: which part, default both).
+Run with ``python benchmarks/bench_synthesis.py [--quick] [--part ten|zoo|all] [--full]``
+(``--quick``: terms of up to 2 ops in the first part; ``--part``: which part, default both;
+``--full``: the zoo part's full-size models too).
 """
 
 from __future__ import annotations
@@ -76,9 +78,10 @@ ZOO_MODELS = [("vgg-11", {"small": True}), ("resnet-18", {"small": True}),
               # wider than small and larger images: a pool's input is big enough for the
               # time an elementwise op saves on it to be measured
               ("vgg-11", {"width": 0.25, "image_shape": (3, 112, 112), "num_classes": 10}),
-              # full size: a 1x1 convolution's pool (DenseNet's transitions, Inception's pool
-              # branches) is a share of the time there
-              ("densenet-121", {}), ("inception-v3", {})]
+              ("densenet-121", {"small": True})]
+# --full: at full size a 1x1 convolution's pool (DenseNet's transitions, Inception's pool branches)
+# is a larger share of the time
+FULL_MODELS = [("densenet-121", {}), ("inception-v3", {})]
 CONFIRM = 0.99  # a cpu lowering counts when the measured time goes down by at least 1%, twice
 
 
@@ -233,7 +236,7 @@ def main(argv: list[str]) -> int:
     if part in ("ten", "all"):
         ten_ops("--quick" in argv)
     if part in ("zoo", "all"):
-        zoo_ops()
+        zoo_ops("--full" in argv)
     return 0
 
 
@@ -301,7 +304,7 @@ def underivable(synth: list, reference: list) -> list:
     return new
 
 
-def zoo_ops() -> None:
+def zoo_ops(full: bool = False) -> None:
     """The second part: the ops of the zoo's convolutional models; new rules against every
     default rule file, then the zoo models' costs with them."""
     print(f"\n== synthesizing over {', '.join(ZOO_OPS)}: terms of up to 2 ops, equalities of one size "
@@ -326,7 +329,7 @@ def zoo_ops() -> None:
           f"layout.rules within 5 iterations): {len(new)}")
     for r in new:
         print(f"  {r.name}: {r.text.split(':', 1)[1].strip()}")
-    lowered, unconfirmed = zoo_costs(new, ZOO_MODELS)
+    lowered, unconfirmed = zoo_costs(new, ZOO_MODELS + (FULL_MODELS if full else []))
     refuted = [f"{r} on {m} (cost {a / b:.3f}x, time {t:.3f}x)" for m, r, b, a, t in unconfirmed]
     print(f"zoo-side synthesized rules that lower a zoo model's latency or cpu cost: {len(lowered)} "
           f"({'met' if lowered else 'NOT met'}); cpu lowerings the measured times do not confirm "
