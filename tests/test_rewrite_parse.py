@@ -178,7 +178,8 @@ def test_load_a_directory_and_every_shipped_rule_is_named():
     rules = load_rules(RULES)
     names = [r.name for r in rules]
     assert len(names) == len(set(names)) and "merge-dense-split" in names
-    assert {r.ruleset for r in rules} == {"algebraic", "fusion", "layout", "anf", "cpu", "conv"}
+    assert {r.ruleset for r in rules} == {"algebraic", "fusion", "layout", "anf", "cpu", "conv",
+                                          "synthesized"}
     assert rg.load_rules(f"{RULES}/fusion.rules")[0].name == "fuse-conv2d-bias"
 
 

@@ -151,3 +151,42 @@ def test_bert_saturates_with_the_shipped_rules_and_merges_qkv():
     want = rg.evaluate(mod, data=data, **params)
     got = rg.evaluate(best, data=data, **params)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# -- edge cases: 1x1 images, pool windows wholly in padding ------------------------------------------
+
+_FLATTEN_BIAS = ("rule flatten-bias : nn.bias_add(nn.batch_flatten(?a), ?b, axis=1) => add(?a, ?b) "
+                 "if rank(?a) == 2 or rank(?a) == 4")
+_RELU_MAX_POOL = "rule relu-max-pool : nn.max_pool2d(nn.relu(?a), **?w) <=> nn.relu(nn.max_pool2d(?a, **?w))"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_a_bias_through_batch_flatten_is_refused_on_a_1x1_image(seed):
+    # right for (n, c) inputs; for a (n, c, 1, 1) image the add broadcasts to another type, which
+    # only an image whose spatial dimensions are 1 reaches (all dimensions equal never types)
+    [result] = _check(_FLATTEN_BIAS, seed=seed)
+    assert result.status == "refused", result.detail
+    assert re.search(r"\?a: Tensor\[\(\d+, \d+, 1, 1\), float32\]", result.detail), result.detail
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_relu_through_any_max_pool_is_refused(seed):
+    # a window wholly inside the padding gives -inf before the relu, 0 after it
+    results = _check(_RELU_MAX_POOL, seed=seed)
+    assert [r.status for r in results] == ["unsound", "unsound"], format_results(results)
+    assert any("-inf" in r.detail for r in results)
+    # with the window pinned to one that always holds data, it stays sound
+    window = 'pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0], ceil_mode=False, layout="NCHW", **?w'
+    [ok] = _check(f"rule r : nn.max_pool2d(nn.relu(?a), {window}) => nn.relu(nn.max_pool2d(?a, {window}))",
+                  seed=seed)
+    assert ok.status == "sound", ok.detail
+
+
+def test_cli_refuses_the_edge_case_rules_with_a_counterexample(capsys, tmp_path):
+    bad = tmp_path / "edges.rules"
+    bad.write_text(f"{_FLATTEN_BIAS}\n{_RELU_MAX_POOL}\n")
+    assert main(["rules", "check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^flatten-bias +refused", out, re.M) and ", 1, 1)" in out
+    assert re.search(r"^relu-max-pool +unsound", out, re.M) and "-inf" in out
+    assert "Traceback" not in out

@@ -101,6 +101,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
                         wide=args.wide, iterations=args.iterations, conditions=not args.no_conditions,
                         max_terms=args.max_terms or MAX_TERMS, seed=args.seed, both_ways=args.both_ways,
                         progress=True)
+    result.command = _synthesize_command(args)
     path = result.write(args.out)
     st = result.stats
     derivable = st["derived"] + st["pruned"] + st["minimized"]
@@ -108,6 +109,22 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
           f"{st['unsound']} refused by the soundness checker, {derivable} derivable "
           f"from the rules kept; {st['seconds']:.1f} s)")
     return 0
+
+
+def _synthesize_command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this synthesis (the options that differ from their defaults)."""
+    import shlex
+
+    words = ["relaygraph", "rules", "synthesize", "--ops", args.ops, "--size", str(args.size)]
+    for flag, value, default in (("--wide", args.wide, None), ("--variables", args.variables, 3),
+                                 ("--literals", args.literals, "0,1,-1,0.5"),
+                                 ("--iterations", args.iterations, 3), ("--max-terms", args.max_terms, None),
+                                 ("--seed", args.seed, 0)):
+        if value != default:
+            words += [flag, str(value)]
+    flags = (("--no-conditions", args.no_conditions), ("--both-ways", args.both_ways))
+    words += [flag for flag, on in flags if on]
+    return shlex.join([*words, "--out", args.out])
 
 
 def _literals(text: str) -> str:

@@ -39,7 +39,7 @@ __all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "r
            "compare_times", "median_times", "standard_relay"]
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
-DEFAULT_RULES = ("algebraic.rules", "fusion.rules", "cpu.rules", "conv.rules")
+DEFAULT_RULES = ("algebraic.rules", "fusion.rules", "cpu.rules", "conv.rules", "synthesized.rules")
 
 
 def default_rule_files() -> list[Path]:

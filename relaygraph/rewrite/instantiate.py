@@ -27,6 +27,10 @@ __all__ = ["Instance", "instantiate", "leaf_roles", "condition_env"]
 
 _DIMS = (1, 2, 3, 4, 5)
 _EXTRA_ATTRS = {"out_dtype": ("", "float64"), "axis": (0, 1, -1)}
+# Edge values an edge trial tries for a pool's free window attributes: a 1x1 window with padding
+# on every side puts whole windows in the padding (a max pool's -inf there does not commute with
+# relu), which the examples' windows reach only by chance.
+_EDGE_ATTRS = {"pool_size": (1, 1), "padding": (1, 1, 1, 1)}
 
 
 @dataclass
@@ -124,8 +128,8 @@ def _attr_candidates(op_name: str, attr: str) -> list:
 
 
 class _Search:
-    def __init__(self, rule: Rule, rng: np.random.Generator) -> None:
-        self.rule, self.rng = rule, rng
+    def __init__(self, rule: Rule, rng: np.random.Generator, edges: bool = False) -> None:
+        self.rule, self.rng, self.edges = rule, rng, edges
         self.roles = leaf_roles(rule.lhs)
         self.sites: dict[str, tuple[str, str]] = {}
         self.calls: list[PCall] = []
@@ -176,18 +180,25 @@ class _Search:
                 out[v] = (self.fixed_ranks[v], out[v][1])
         return out
 
-    def draw_attrs(self) -> tuple[dict, dict]:
+    def draw_attrs(self, edge: bool = False) -> tuple[dict, dict]:
         attrs = {}
         for name, (op, attr) in self.sites.items():
             candidates = _attr_candidates(op, attr) + self.function_args.get(name, [])
-            attrs[name] = self.pick(candidates)
+            attrs[name] = self._edge(op, attr) if edge and self._edge(op, attr) else self.pick(candidates)
         wild = {}
         for call in self.calls:
             written = {k for k, _ in call.attrs}
             for attr in lookup(call.op).attrs:
                 if attr not in written:
-                    wild[(call.key, attr)] = self.pick(_attr_candidates(call.op, attr))
+                    value = self._edge(call.op, attr) if edge else None
+                    wild[(call.key, attr)] = value or self.pick(_attr_candidates(call.op, attr))
         return attrs, wild
+
+    @staticmethod
+    def _edge(op: str, attr: str):
+        """The edge value of a pool's window attribute (None for other attributes)."""
+        attrs = lookup(op).attrs
+        return _EDGE_ATTRS.get(attr) if "pool_size" in attrs and "padding" in attrs else None
 
     def make(self, shapes: dict, attrs: dict, wild: dict, scoped: dict | None = None):
         """The instance for these choices, or None when the left side does not apply."""
@@ -217,11 +228,24 @@ class _Search:
         return inst
 
     def search(self, tries: int) -> Instance | None:
-        for _ in range(tries):
-            attrs, wild = self.draw_attrs()
+        extra = tries // 2 if self.edges else 0
+        for k in range(tries + extra):
+            # an edge search tries edge cases first, in tries of its own (both in the first
+            # half of them, each half the time in the second): pool windows that lie wholly in
+            # the padding, and 1x1 images (rank-4 leaves whose last two dimensions are 1: a
+            # global pool's output, which batch_flatten turns into its channels)
+            edge = k < extra
+            both = k < extra // 2
+            attrs, wild = self.draw_attrs(both or (edge and self.rng.random() < 0.5))
             ranks = self.draw_shapes(attrs)
             base = int(self.rng.integers(2, 5))
             shapes = {v: ([base] * r, dtype) for v, (r, dtype) in ranks.items()}
+            self.kept = set()  # the 1x1 images' dimensions: not varied away
+            if both or (edge and self.rng.random() < 0.5):
+                for v, (dims, _) in shapes.items():
+                    if len(dims) == 4:
+                        dims[2:] = [1, 1]
+                        self.kept |= {(v, 2), (v, 3)}
             for v, i in self._fixed_positions(shapes):
                 shapes[v][0][i] = self.fixed_dims[v][i if i in self.fixed_dims[v] else i - len(shapes[v][0])]
             # a leaf inside a let's body may use the let's variable (as `leaf + x`)
@@ -241,7 +265,7 @@ class _Search:
         return out
 
     def vary(self, inst: Instance, shapes: dict, attrs: dict, wild: dict, scoped: dict) -> Instance:
-        fixed = set(self._fixed_positions(shapes))
+        fixed = set(self._fixed_positions(shapes)) | self.kept
         positions = [(v, i) for v, (dims, _) in shapes.items() for i in range(len(dims))
                      if (v, i) not in fixed]
         self.rng.shuffle(positions)
@@ -299,7 +323,9 @@ def _all_var_uses(e: Expr) -> list[Var]:
     return out
 
 
-def instantiate(rule: Rule, rng: np.random.Generator, tries: int = 300) -> Instance | None:
-    """A random instance under which the rule's left side applies, or None after ``tries``."""
-    return _Search(rule, rng).search(tries)
+def instantiate(rule: Rule, rng: np.random.Generator, tries: int = 300,
+                edges: bool = False) -> Instance | None:
+    """A random instance under which the rule's left side applies, or None after ``tries``;
+    ``edges``: edge cases first (pool windows wholly in padding, 1x1 images)."""
+    return _Search(rule, rng, edges).search(tries)
 

@@ -169,8 +169,9 @@ def _compositions(total: int, parts: int):
             yield (first, *rest)
 
 
-def predicates(names, samples: Samples) -> list[Predicate]:
-    """The condition library over the variables: ranks, equal ranks, equal shapes, dtypes."""
+def predicates(names, samples: Samples, kernels: bool = False) -> list[Predicate]:
+    """The condition library over the variables: ranks, equal ranks, equal shapes, dtypes;
+    with ``kernels``, a 1x1 convolution kernel (a float one too)."""
     out = []
     ss = samples.samples
     for n in names:
@@ -179,6 +180,13 @@ def predicates(names, samples: Samples) -> list[Predicate]:
                                  frozenset(i for i, s in enumerate(ss) if len(s.types[n].shape) == r), (n,)))
         out.append(Predicate(f'dtype(?{n}) == "float32"',
                              frozenset(i for i, s in enumerate(ss) if s.types[n].dtype == "float32"), (n,)))
+        if kernels:
+            one = frozenset(i for i, s in enumerate(ss) if len(s.types[n].shape) == 4
+                            and tuple(s.types[n].shape[2:]) == (1, 1))
+            text = f"rank(?{n}) == 4 and shape(?{n})[2] == 1 and shape(?{n})[3] == 1"
+            out.append(Predicate(text, one, (n,)))
+            out.append(Predicate(f'{text} and dtype(?{n}) == "float32"',
+                                 frozenset(i for i in one if ss[i].types[n].dtype == "float32"), (n,)))
     for name in ("p", "q"):
         out.append(Predicate(f"identity_axes(?{name})", frozenset(
             i for i, s in enumerate(ss) if s.attrs.get(name) == tuple(range(len(s.attrs.get(name, ()))))),
@@ -234,8 +242,10 @@ def _root_shape(lhs: tuple, rhs: tuple) -> tuple:
 
 def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
                     conditions: bool = True, max_cond_size: int = 2,
-                    conditions_per_left: int = 12, conditions_per_pair: int = 3) -> list[Candidate]:
-    """Candidate rules from the classes, then from partial agreement (see the module's text)."""
+                    conditions_per_left: int = 12, conditions_per_pair: int = 3,
+                    kernels: bool = False) -> list[Candidate]:
+    """Candidate rules from the classes, then from partial agreement (see the module's text);
+    ``kernels``: conditions on convolution kernels too."""
     out: list[Candidate] = []
     done: set[tuple] = set()
     for t, rep in members.items():
@@ -245,7 +255,7 @@ def find_candidates(reps: list[tuple], members: dict, samples: Samples, names,
             out.append(Candidate(pair[0], pair[1], None, samples.typed(pair[0])))
     if not conditions:
         return out
-    preds = predicates(names, samples)
+    preds = predicates(names, samples, kernels)
     # left sides: the small terms, members of a class too (multiply(?a, 1f) is in the class of
     # add(?a, 0f), both typed on float32 samples only, and is ?a there)
     small = [t for t in reps if size(t) <= max_cond_size]

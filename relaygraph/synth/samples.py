@@ -81,12 +81,35 @@ _IMAGE_TABLE = [
      (0, 2, 3, 1), (0, 3, 1, 2), (1, 2), (2, 1)),
 ]
 
+# Convolutions (added when the ops include nn.conv2d): ?a an image, ?b an OIHW weight for it, ?c
+# a bias per output channel, ?d an image of the output's shape where one exists. 1x1 kernels
+# (a convolution that mixes channels per position commutes with what acts per channel alike),
+# and kernels that are not 1x1, 3x3 and 1x3 (where that fails: the condition says which), int32
+# data (an average then rounds), odd sizes, a symbolic batch.
+_CONV_TABLE = [
+    ("conv 1x1", [(1, 3, 4, 4), (2, 3, 1, 1), (2,), (1, 2, 4, 4)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 48), (3, 16)),
+    ("conv 1x1 2", [(2, 4, 6, 6), (3, 4, 1, 1), (3,), (2, 3, 6, 6)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (2, 144), (8, 36)),
+    ("conv 1x1 odd", [(1, 2, 5, 5), (3, 2, 1, 1), (3,), (1, 3, 5, 5)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 50), (2, 25)),
+    ("conv 1x1 symbolic", [(_N, 2, 4, 4), (3, 2, 1, 1), (3,), (_N, 3, 4, 4)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (-1, 32), (-1, 16)),
+    ("conv 3x3", [(1, 2, 6, 6), (3, 2, 3, 3), (3,), (1, 3, 4, 4)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 72), (2, 36)),
+    ("conv 1x3", [(1, 2, 6, 6), (2, 2, 1, 3), (2,), (1, 2, 6, 4)], "float32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 72), (2, 36)),
+    ("conv 1x1 int32", [(1, 3, 4, 4), (2, 3, 1, 1), (2,), (1, 2, 4, 4)], "int32",
+     (0, 2, 3, 1), (0, 3, 1, 2), (1, 48), (3, 16)),
+]
+
 
 def works_on_images(op: str) -> bool:
-    """Whether an op takes NCHW images: it has a ``layout`` attribute (pools, convolutions), or
-    it is batch_flatten (which flattens a 1x1 image to the shape of its channels)."""
+    """Whether an op takes NCHW images: it has a ``layout`` or ``data_layout`` attribute (pools,
+    convolutions), or it is batch_flatten (which flattens a 1x1 image to the shape of its channels)."""
     opdef = lookup(op)
-    return opdef is not None and ("layout" in opdef.attrs or op == "nn.batch_flatten")
+    return opdef is not None and ("layout" in opdef.attrs or "data_layout" in opdef.attrs
+                                  or op == "nn.batch_flatten")
 
 
 @dataclass
@@ -118,12 +141,13 @@ def _concrete(t: TensorType) -> TensorType:
 
 
 def default_samples(names, domains: dict[str, str], draws: int = 2, seed: int = 0,
-                    images: bool = False) -> list[Sample]:
-    """The samples: every entry of the table (and of the image table with ``images``),
-    ``draws`` random inputs each."""
+                    images: bool = False, convs: bool = False) -> list[Sample]:
+    """The samples: every entry of the table (and of the image table with ``images``, of the
+    convolution table with ``convs``), ``draws`` random inputs each."""
     rng = np.random.default_rng(seed)
     out = []
-    for label, shapes, dtype, p, q, s, t in _TABLE + (_IMAGE_TABLE if images else []):
+    for label, shapes, dtype, p, q, s, t in _TABLE + (_IMAGE_TABLE if images else []) + (
+            _CONV_TABLE if convs else []):
         types = {n: TensorType(shapes[i % len(shapes)], dtype) for i, n in enumerate(names)}
         sample = Sample(label, types, {"p": p, "q": q, "s": s, "t": t})
         for _ in range(draws):

@@ -78,11 +78,13 @@ class SynthesisResult:
     stats: dict = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)  # candidates the soundness checker refused
     derivable: dict[str, str] = field(default_factory=dict)  # candidate -> how it was found derivable
+    command: str = ""  # the command line that wrote it, when the command line did
 
     @property
     def text(self) -> str:
         """The ``.rules`` file."""
         head = [f"# Rules synthesized over {', '.join(self.ops)} (relaygraph rules synthesize):",
+                *([f"# written by: {self.command}"] if self.command else []),
                 f"# {self.stats.get('terms', 0)} terms enumerated up to {self.stats.get('size')} ops, "
                 f"{self.stats.get('candidates', 0)} candidate equalities, {len(self.rules)} kept "
                 "(sound, and not derivable from the rules above them).",
@@ -133,11 +135,13 @@ def synthesize(ops, size: int = 2, *, variables_count: int = 3, literals=LITERAL
             f"the limit (--max-terms)")
     say = progress if callable(progress) else _lines(resolve(progress))
     images = any(works_on_images(o) for o in ops)
-    samples = Samples(default_samples(names, input_domains(ops, names), draws, seed, images))
+    samples = Samples(default_samples(names, input_domains(ops, names), draws, seed, images,
+                                      convs="nn.conv2d" in ops))
     reps, members = enumerate_terms(ops, size, names, literals, wide, samples)
     t1 = time.perf_counter()
     say(f"{len(reps) + len(members)} terms, {len(reps)} classes ({t1 - t0:.1f} s)")
-    cands = sorted(find_candidates(reps, members, samples, names, conditions), key=lambda c: c.key)
+    cands = sorted(find_candidates(reps, members, samples, names, conditions, kernels="nn.conv2d" in ops),
+                   key=lambda c: c.key)
     t2 = time.perf_counter()
     say(f"{len(cands)} candidates ({t2 - t1:.1f} s)")
     selector = _Selector(samples, names, iterations, trials, seed, minimize, both_ways)
@@ -191,9 +195,11 @@ def _body(c: Candidate) -> str:
 
 
 def _arrow(c: Candidate, both_ways: bool) -> str:
-    """``<=>`` for an unconditional equality of two terms of one size that either side may
-    start (``both_ways``), else ``=>``."""
-    if both_ways and c.cond is None and size(c.lhs) == size(c.rhs) and reversible(c.lhs, c.rhs):
+    """``<=>`` for an equality of two terms of one size that either side may start
+    (``both_ways``), unconditional or under a condition on the variables alone (both sides bind
+    them alike; not one on ``?root``), else ``=>``."""
+    if (both_ways and (c.cond is None or c.cond.root is None) and size(c.lhs) == size(c.rhs)
+            and reversible(c.lhs, c.rhs)):
         return "<=>"
     return "=>"
 

@@ -139,10 +139,14 @@ def render(t: tuple, rename: dict[str, str] | None = None, rest: dict | None = N
 # value for them (the synthesizer then asks the checker whether the rule holds for every
 # value). Not nn.dense: its rest would carry ``units`` to a call whose weight differs.
 # Pools: their window (size, strides, dilation, padding, ceil mode), never their layout.
+# Convolutions: their output channels and kernel size (which the weight's shape gives), as the
+# zoo's models write them out.
 _WINDOW = ("ceil_mode", "dilation", "padding", "pool_size", "strides")
 GENERALIZABLE = {"nn.batch_matmul": ("out_dtype", "transpose_a", "transpose_b"), "sum": ("keepdims",),
-                 "nn.max_pool2d": _WINDOW, "nn.avg_pool2d": (*_WINDOW, "count_include_pad")}
-_REST_VARIABLE = {"nn.batch_matmul": "m", "sum": "k", "nn.max_pool2d": "w", "nn.avg_pool2d": "g"}
+                 "nn.max_pool2d": _WINDOW, "nn.avg_pool2d": (*_WINDOW, "count_include_pad"),
+                 "nn.conv2d": ("channels", "kernel_size")}
+_REST_VARIABLE = {"nn.batch_matmul": "m", "sum": "k", "nn.max_pool2d": "w", "nn.avg_pool2d": "g",
+                  "nn.conv2d": "c"}
 
 
 def generalizable(lhs: tuple, rhs: tuple) -> dict[str, tuple[str, ...]]:
@@ -180,12 +184,18 @@ _PINNED = {
     # NCHW images, as the zoo's convolutional models have them: a bias per channel (axis 1)
     "nn.bias_add": (("axis", 1),),
     "nn.global_avg_pool2d": (("layout", "NCHW"), ("out_layout", "")),
+    # a convolution that acts per position (stride 1, unpadded: with a 1x1 kernel, a channel
+    # mix at each pixel), NCHW/OIHW as the zoo's models have them; its kernel size is the
+    # weight's, which a condition on the weight's shape says
+    "nn.conv2d": (("data_layout", "NCHW"), ("dilation", (1, 1)), ("groups", 1), ("kernel_layout", "OIHW"),
+                  ("out_dtype", ""), ("out_layout", ""), ("padding", (0, 0, 0, 0)), ("strides", (1, 1))),
 }
 
 # The windows pools are tried with, as the zoo's models use them: 2x2 stride 2 (VGG, DenseNet),
-# 3x3 stride 2 padded by 1 (ResNet's stem), 3x3 stride 1 padded by 1 (Inception's branches).
-_POOL_WINDOWS = (((2, 2), (2, 2), (0, 0, 0, 0)), ((3, 3), (2, 2), (1, 1, 1, 1)),
-                 ((3, 3), (1, 1), (1, 1, 1, 1)))
+# 3x3 stride 2 padded by 1 (ResNet's stem), 3x3 stride 1 padded by 1 counting the padding in
+# the average (Inception's pool branches).
+_POOL_WINDOWS = (((2, 2), (2, 2), (0, 0, 0, 0), False), ((3, 3), (2, 2), (1, 1, 1, 1), False),
+                 ((3, 3), (1, 1), (1, 1, 1, 1), True))
 _POOL_CHOICES = {"nn.max_pool2d": _POOL_WINDOWS[:2], "nn.avg_pool2d": _POOL_WINDOWS[::2]}
 
 
@@ -210,10 +220,9 @@ def attr_choices(op: str, attr_vars: bool = True) -> list[tuple]:
         return [(*pinned, ("axis", None)), (*pinned, ("axis", (-1,)))]
     if op in _POOL_CHOICES:  # every attribute written: one omitted would match any value
         fixed = (("ceil_mode", False), ("dilation", (1, 1)), ("layout", "NCHW"), ("out_layout", ""))
-        if op == "nn.avg_pool2d":
-            fixed += (("count_include_pad", False),)
-        return [tuple(sorted((*fixed, ("padding", pad), ("pool_size", size_), ("strides", stride))))
-                for size_, stride, pad in _POOL_CHOICES[op]]
+        return [tuple(sorted((*fixed, ("padding", pad), ("pool_size", size_), ("strides", stride),
+                              *((("count_include_pad", counted),) if op == "nn.avg_pool2d" else ()))))
+                for size_, stride, pad, counted in _POOL_CHOICES[op]]
     opdef = lookup(op)
     required = [k for k, v in opdef.attrs.items() if v is REQUIRED and k not in ("units",)]
     if required:
