@@ -38,8 +38,8 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "FORMAT", "op_kind"]
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
-# Winograd by shape; 5: fused depthwise ratios)
-FORMAT = 5
+# Winograd by shape; 5: fused depthwise ratios; 6: depthwise convolution channels-last)
+FORMAT = 6
 PROFILE_STEM = "cpu-profile"
 
 
@@ -305,6 +305,12 @@ def conv_features(o: int, c: int, kh: int, kw: int, out: float) -> tuple:
 DENSE_LIKE_ANCHORS = ("nn.conv2d", "nn.dense", "nn.matmul")
 
 
+def depthwise_features(c: int, size: int, out: float) -> tuple:
+    """What a channels-last depthwise convolution's ratio over NCHW is looked up by: channels,
+    input height and output elements (which tell the stride apart)."""
+    return (float(c), float(size), out)
+
+
 def dense_features(arg_types: Sequence, out_type) -> tuple:
     """(M, N, K) of a dense call: rows of the data, units, the reduced axis."""
     x, w = _shape(arg_types[0]), _shape(arg_types[1])
@@ -338,6 +344,8 @@ class Profile:
         self.fused: dict[str, list] = data.get("fused", {})
         # the same for fused ops on a grouped (depthwise) convolution, by output size: [(size, ratio)]
         self.fused_grouped: dict[str, list] = data.get("fused_grouped", {})
+        # a depthwise convolution channels-last over NCHW, per shape: [(c, size, out, ratio)]
+        self.depthwise_nhwc: list = data.get("depthwise_nhwc", [])
         self.conv_call = float(data.get("conv_call", 0.0))
         self.clock = data.get("clock", "wall")
         # a kernel's time inside a program over its time looped alone, per op kind
@@ -526,7 +534,12 @@ class CpuCost:
         o, cg, kh, kw = dims["O"], dims["I"], dims["H"], dims["W"]
         if groups != 1:
             flops = 2.0 * out * cg * kh * kw
-            return curve_at(self.profile.curve("conv_grouped"), max(flops, 1.0))
+            t = curve_at(self.profile.curve("conv_grouped"), max(flops, 1.0))
+            rows = self.profile.depthwise_nhwc
+            if rows and attrs.get("data_layout") == "NHWC" and attrs.get("kernel_layout") == "HWIO":
+                # channels-last runs another kernel: its time over NCHW's, measured by shape
+                t *= nearest(rows, depthwise_features(x[1], x[2], out))
+            return t
         return self.conv_time(x, o, cg, kh, kw, out, attrs.get("padding") or (0, 0), attrs.get("strides"))
 
     def conv_base(self, x: tuple, o: int, c: int, kh: int, kw: int, out: float, padding,
