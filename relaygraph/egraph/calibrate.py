@@ -504,8 +504,10 @@ class _Calibration:
             grouped.append([2.0 * out.size * 9, t])
             if size <= 56:  # channels-last (NHWC data, HWIO weight) as conv.rules makes it on small
                 # images: its time over this one's, as the median of alternated pairs
-                xl, wl = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w.transpose(2, 3, 1, 0))
-                lk, lattrs = _call("nn.conv2d", [xl, wl], data_layout="NHWC", kernel_layout="HWIO", **conv_attrs)
+                xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+                wl = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
+                lk, lattrs = _call("nn.conv2d", [xl, wl], data_layout="NHWC", kernel_layout="HWIO",
+                                   **conv_attrs)
                 pairs = [self.kernel_time(lk, [xl, wl], lattrs) / self.kernel_time(kernel, [x, w], attrs)
                          for _ in range(3)]
                 nhwc.append([*depthwise_features(c, size, float(out.size)), statistics.median(pairs)])

@@ -422,7 +422,8 @@ def depthwise_nhwc_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
         if floor is not None:
             np.maximum(y, floor, out=y)
 
-    return _conv2d_depthwise_nhwc(x, w, pair(a["strides"], "strides"), padding, pair(a["dilation"], "dilation"),
+    return _conv2d_depthwise_nhwc(x, w, pair(a["strides"], "strides"), padding,
+                                  pair(a["dilation"], "dilation"),
                                   epilogue if bias is not None or relu or floor is not None else None)
 
 
