@@ -132,7 +132,8 @@ def test_conv_rules_are_sound():
                                          "bias-relu-after-max-pool-3x3", "shift-through-conv2d-1x1-bias",
                                          "fold-scale-maximum-conv2d", "conv2d-nhwc-pointwise",
                                          "conv2d-bias-nhwc-pointwise", "conv2d-bias-relu-nhwc-pointwise",
-                                         "conv2d-nhwc-depthwise", "conv2d-maximum-nhwc-depthwise", "nhwc-round-trip"]
+                                         "conv2d-nhwc-depthwise", "conv2d-maximum-nhwc-depthwise",
+                                         "nhwc-round-trip"]
     assert all(r.status == "sound" for r in results), format_results(results)
 
 
