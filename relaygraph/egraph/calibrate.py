@@ -523,6 +523,20 @@ class _Calibration:
             self.step(f"depthwise conv2d {c} on {size}x{size}")
         self.data["curves"]["conv_grouped"] = _monotone(grouped)
         self.data["depthwise_nhwc"] = nhwc
+        # A transpose between NCHW and NHWC is a view here: whoever reads it next pays for the
+        # permuting copy (the NHWC kernels' input, or a copy before a product). Its own curves, as
+        # that copy, so a change of layout costs what it does (and is made where tensors are small).
+        shapes = [(1, 32, 16, 16), (1, 128, 28, 28)]
+        if not self.quick:
+            shapes += [(1, 128, 56, 56), (1, 64, 112, 112)]
+        for name, axes in (("transpose_nhwc", (0, 2, 3, 1)), ("transpose_nchw", (0, 3, 1, 2))):
+            points = []
+            for n, c, h, w in shapes:
+                x = _rand(self.rng, (n, c, h, w) if name == "transpose_nhwc" else (n, h, w, c))
+                tk, tattrs = _call("transpose", [x], axes=axes)
+                copied = lambda a, t, k=tk: np.ascontiguousarray(k(a, t))  # noqa: E731
+                points.append([float(x.size), self.kernel_time(copied, [x], tattrs)])
+            self.data["curves"][name] = _monotone(points)
 
     def conv_transpose(self) -> None:
         """conv2d_transpose over its estimate as the convolution it runs (see CpuCost)."""

@@ -305,6 +305,10 @@ def conv_features(o: int, c: int, kh: int, kw: int, out: float) -> tuple:
 DENSE_LIKE_ANCHORS = ("nn.conv2d", "nn.dense", "nn.matmul")
 
 
+# 4-D transposes that change layout between NCHW and NHWC: their curves (a permuting copy)
+_LAYOUT_CHANGES = {(0, 2, 3, 1): "transpose_nhwc", (0, 3, 1, 2): "transpose_nchw"}
+
+
 def depthwise_features(c: int, size: int, out: float) -> tuple:
     """What a channels-last depthwise convolution's ratio over NCHW is looked up by: channels,
     input height and output elements (which tell the stride apart)."""
@@ -480,6 +484,10 @@ class CpuCost:
             return self._conv2d(attrs, arg_types, out_type)
         if op == "nn.conv2d_transpose":
             return self._conv2d_transpose(attrs, arg_types, out_type)
+        if op == "transpose":
+            layout = _LAYOUT_CHANGES.get(tuple(attrs.get("axes") or ()))
+            if layout and self.profile.curve(layout):  # its consumer pays the permuting copy
+                return curve_at(self.profile.curve(layout), max(_numel(out_type), 1.0))
         return self._curve_op(op, attrs, arg_types, out_type)
 
     # -- families ------------------------------------------------------------------------------
