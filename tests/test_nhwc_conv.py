@@ -201,3 +201,19 @@ def test_nhwc_program_exports_to_onnx():
     back, _ = from_onnx(model)  # weights frozen into the program
     data = RNG.standard_normal((1, 7, 7, 4)).astype(np.float32)
     np.testing.assert_allclose(rg.evaluate(back, data), rg.evaluate(mod, data), rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_model_prices_a_layout_change_as_the_copy_it_costs():
+    """NCHW <-> NHWC transposes cost the permuting copy (their calibrated curves, growing with
+    size); any other transpose keeps the op's own curve."""
+    model = cpu_cost.default_profile(progress=False)
+    small, big = TensorType((1, 8, 8, 8), "float32"), TensorType((1, 64, 28, 28), "float32")
+    for axes, curve in (((0, 2, 3, 1), "transpose_nhwc"), ((0, 3, 1, 2), "transpose_nchw")):
+        points = model.profile.curve(curve)
+        assert points and all(p[1] > 0 for p in points)
+        assert model.kernel("transpose", {"axes": axes}, [big], big) == pytest.approx(
+            cpu_cost.curve_at(points, 64 * 28 * 28))
+        assert model.kernel("transpose", {"axes": axes}, [small], small) < \
+            model.kernel("transpose", {"axes": axes}, [big], big)
+    other = model.kernel("transpose", {"axes": (0, 1, 3, 2)}, [big], big)
+    assert other == pytest.approx(cpu_cost.curve_at(model.profile.curve("transpose"), 64 * 28 * 28))
