@@ -131,14 +131,18 @@ def test_conv_rules_are_sound():
                                          "fold-batch-norm-conv2d-transpose", "bias-relu-after-max-pool",
                                          "bias-relu-after-max-pool-3x3", "shift-through-conv2d-1x1-bias",
                                          "fold-scale-maximum-conv2d", "preactivation-before-strided-1x1",
-                                         "preactivation-maximum-before-strided-1x1"]
+                                         "preactivation-maximum-before-strided-1x1",
+                                         "conv2d-nhwc-pointwise", "conv2d-bias-nhwc-pointwise",
+                                         "conv2d-bias-relu-nhwc-pointwise",
+                                         "conv2d-nhwc-depthwise", "conv2d-maximum-nhwc-depthwise",
+                                         "nhwc-round-trip"]
     assert all(r.status == "sound" for r in results), format_results(results)
 
 
 def test_cli_checks_the_conv_rules(capsys):
     assert main(["rules", "check", CONV_RULES]) == 0
     out = capsys.readouterr().out
-    assert "conv2d-winograd" in out and "13 sound" in out and "Traceback" not in out
+    assert "conv2d-winograd" in out and "19 sound" in out and "Traceback" not in out
 
 
 def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0, shape=(1, 8, 12, 12)):

@@ -474,7 +474,7 @@ class _Calibration:
         self.data["curves"]["conv_grouped"] = [[1.0, 1e-6]]
         model = CpuCost(Profile(dict(self.data, key={})))
         from ..ops.winograd import winograd_weight
-        from .cpu_cost import WINOGRAD, tile_waste, winograd_features
+        from .cpu_cost import WINOGRAD, depthwise_features, tile_waste, winograd_features
 
         rows = []
         winograd: list = []
@@ -512,7 +512,7 @@ class _Calibration:
             self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
         self.data["conv"] = rows
         self.data["winograd"] = winograd
-        grouped = []
+        grouped, nhwc = [], []
         self.data["fused_grouped"] = {}
         for c, size, stride in self._depthwise_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, 1, 3, 3))
@@ -521,6 +521,15 @@ class _Calibration:
             out = kernel([x, w], attrs)
             t = self.kernel_time(kernel, [x, w], attrs)
             grouped.append([2.0 * out.size * 9, t])
+            if size <= 56:  # channels-last (NHWC data, HWIO weight) as conv.rules makes it on small
+                # images: its time over this one's, as the median of alternated pairs
+                xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+                wl = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
+                lk, lattrs = _call("nn.conv2d", [xl, wl], data_layout="NHWC", kernel_layout="HWIO",
+                                   **conv_attrs)
+                pairs = [self.kernel_time(lk, [xl, wl], lattrs) / self.kernel_time(kernel, [x, w], attrs)
+                         for _ in range(3)]
+                nhwc.append([*depthwise_features(c, size, float(out.size)), statistics.median(pairs)])
             # a depthwise anchor runs its bias and relu per block in cache: its own ratios, by size,
             # as the median of alternated pairs (the epilogue is a few percent: the load would decide)
             for name in fused_ops:
@@ -532,6 +541,21 @@ class _Calibration:
                     [float(out.size), statistics.median(pairs)])
             self.step(f"depthwise conv2d {c} on {size}x{size}")
         self.data["curves"]["conv_grouped"] = _monotone(grouped)
+        self.data["depthwise_nhwc"] = nhwc
+        # A transpose between NCHW and NHWC is a view here: whoever reads it next pays for the
+        # permuting copy (the NHWC kernels' input, or a copy before a product). Its own curves, as
+        # that copy, so a change of layout costs what it does (and is made where tensors are small).
+        shapes = [(1, 32, 16, 16), (1, 128, 28, 28)]
+        if not self.quick:
+            shapes += [(1, 128, 56, 56), (1, 64, 112, 112)]
+        for name, axes in (("transpose_nhwc", (0, 2, 3, 1)), ("transpose_nchw", (0, 3, 1, 2))):
+            points = []
+            for n, c, h, w in shapes:
+                x = _rand(self.rng, (n, c, h, w) if name == "transpose_nhwc" else (n, h, w, c))
+                tk, tattrs = _call("transpose", [x], axes=axes)
+                copied = lambda a, t, k=tk: np.ascontiguousarray(k(a, t))  # noqa: E731
+                points.append([float(x.size), self.kernel_time(copied, [x], tattrs)])
+            self.data["curves"][name] = _monotone(points)
 
     def conv_transpose(self) -> None:
         """conv2d_transpose over its estimate as the convolution it runs (see CpuCost)."""

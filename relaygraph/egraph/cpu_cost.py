@@ -41,7 +41,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # Winograd by shape; 5: fused depthwise ratios; 6: the 1x1 convolution's own fixed cost, in-program
 # factors over the memory traffic, erf on GELU's inputs, Winograd ratios without the tile waste;
 # 7: also fused.add_layer_norm's float32 kernel, fused matmul ops measured against the dense kernel,
-# scale-shift fused ops on per-channel vectors)
+# scale-shift fused ops on per-channel vectors, depthwise convolution channels-last)
 FORMAT = 7
 PROFILE_STEM = "cpu-profile"
 
@@ -321,6 +321,16 @@ def conv_features(o: int, c: int, kh: int, kw: int, out: float) -> tuple:
 DENSE_LIKE_ANCHORS = ("nn.conv2d", "nn.dense", "nn.matmul")
 
 
+# 4-D transposes that change layout between NCHW and NHWC: their curves (a permuting copy)
+_LAYOUT_CHANGES = {(0, 2, 3, 1): "transpose_nhwc", (0, 3, 1, 2): "transpose_nchw"}
+
+
+def depthwise_features(c: int, size: int, out: float) -> tuple:
+    """What a channels-last depthwise convolution's ratio over NCHW is looked up by: channels,
+    input height and output elements (which tell the stride apart)."""
+    return (float(c), float(size), out)
+
+
 def dense_features(arg_types: Sequence, out_type) -> tuple:
     """(M, N, K) of a dense call: rows of the data, units, the reduced axis."""
     x, w = _shape(arg_types[0]), _shape(arg_types[1])
@@ -354,6 +364,8 @@ class Profile:
         self.fused: dict[str, list] = data.get("fused", {})
         # the same for fused ops on a grouped (depthwise) convolution, by output size: [(size, ratio)]
         self.fused_grouped: dict[str, list] = data.get("fused_grouped", {})
+        # a depthwise convolution channels-last over NCHW, per shape: [(c, size, out, ratio)]
+        self.depthwise_nhwc: list = data.get("depthwise_nhwc", [])
         self.conv_call = float(data.get("conv_call", 0.0))
         # a 1x1 convolution without padding runs no gathering copy: a fixed cost of its own
         self.conv_call_1x1 = float(data.get("conv_call_1x1", self.conv_call))
@@ -611,6 +623,10 @@ class CpuCost:
             return self._conv2d(attrs, arg_types, out_type)
         if op == "nn.conv2d_transpose":
             return self._conv2d_transpose(attrs, arg_types, out_type)
+        if op == "transpose":
+            layout = _LAYOUT_CHANGES.get(tuple(attrs.get("axes") or ()))
+            if layout and self.profile.curve(layout):  # its consumer pays the permuting copy
+                return curve_at(self.profile.curve(layout), max(_numel(out_type), 1.0))
         return self._curve_op(op, attrs, arg_types, out_type)
 
     # -- families ------------------------------------------------------------------------------
@@ -665,7 +681,12 @@ class CpuCost:
         o, cg, kh, kw = dims["O"], dims["I"], dims["H"], dims["W"]
         if groups != 1:
             flops = 2.0 * out * cg * kh * kw
-            return curve_at(self.profile.curve("conv_grouped"), max(flops, 1.0))
+            t = curve_at(self.profile.curve("conv_grouped"), max(flops, 1.0))
+            rows = self.profile.depthwise_nhwc
+            if rows and attrs.get("data_layout") == "NHWC" and attrs.get("kernel_layout") == "HWIO":
+                # channels-last runs another kernel: its time over NCHW's, measured by shape
+                t *= nearest(rows, depthwise_features(x[1], x[2], out))
+            return t
         return self.conv_time(x, o, cg, kh, kw, out, attrs.get("padding") or (0, 0), attrs.get("strides"))
 
     def conv_base(self, x: tuple, o: int, c: int, kh: int, kw: int, out: float, padding,

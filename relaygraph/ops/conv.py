@@ -331,10 +331,110 @@ def depthwise_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
                              epilogue if bias is not None or relu or floor is not None else None)
 
 
+def _conv2d_nhwc(x, w, a):
+    """NHWC data with an HWIO weight, computed channels-last without changing layout: a 1x1
+    convolution (stride 1, no padding) as one (pixels x C) by (C x O) product, a depthwise one
+    (``_conv2d_depthwise_nhwc``); None for any other convolution or dtype."""
+    if not (x.ndim == 4 and w.ndim == 4 and x.dtype == w.dtype and x.dtype.kind == "f"
+            and x.dtype != np.float16 and (a["out_dtype"] or x.dtype) == x.dtype):
+        return None
+    n, h, wd, c = x.shape
+    kh, kw, ci, o = w.shape
+    padding = pad4(a["padding"])
+    strides, dilation = pair(a["strides"], "strides"), pair(a["dilation"], "dilation")
+    if a["groups"] == 1 and kh == kw == 1 and not any(padding) and strides == (1, 1):
+        return np.matmul(x.reshape(n * h * wd, c), w.reshape(ci, o)).reshape(n, h, wd, o)
+    if ci == 1 and a["groups"] == c == o and min(padding) >= 0:
+        return _conv2d_depthwise_nhwc(x, w, strides, padding, dilation)
+    return None
+
+
+# Rows of a channels-last block kept in cache across the kernel's taps
+_NHWC_BLOCK = 65536
+
+
+def _conv2d_depthwise_nhwc(x, w, strides, padding, dilation, epilogue=None):
+    """One filter per channel on NHWC data (HWIO weight, I = 1), padding >= 0: the phase planes of
+    ``_phase_windows`` channels-last, so that every tap is one contiguous (pixels x C) multiply by
+    the tap's channel weights (long rows however small the image), in blocks of rows in cache,
+    each ending with ``epilogue(rows x C block)`` in place while it is there."""
+    n, h, wd, c = x.shape
+    kh, kw = w.shape[:2]
+    (sh, sw), (dh, dw) = strides, dilation
+    oh, ow = _out_hw((n, c, h, wd), (c, 1, kh, kw), strides, padding, dilation)
+    out = np.empty((n, oh, ow, c), dtype=x.dtype)
+    if out.size == 0:
+        return out
+    wq, length, windows = _phase_windows((n, c, h, wd), kh, kw, oh, strides, padding, dilation)
+    hq = (length - 1) // wq
+    span = oh * wq
+    planes = {ab: np.zeros((length, c), dtype=x.dtype) for ab in windows}  # the padding stays zero
+    taps = [(planes[(i * dh) % sh, (j * dw) % sw], (i * dh) // sh * wq + (j * dw) // sw,
+             np.ascontiguousarray(w[i, j, 0])) for i in range(kh) for j in range(kw)]
+    rows = max(1, _NHWC_BLOCK // c)
+    acc = np.empty((span, c), dtype=x.dtype)
+    tmp = np.empty((min(rows, span), c), dtype=x.dtype)
+    for b in range(n):
+        for ab, (r0, r1, sr, q0, q1, sq) in windows.items():
+            if r1 > r0 and q1 > q0:
+                planes[ab][:hq * wq].reshape(hq, wq, c)[r0:r1, q0:q1] = \
+                    x[b, sr:sr + (r1 - r0 - 1) * sh + 1:sh, sq:sq + (q1 - q0 - 1) * sw + 1:sw]
+        for s0 in range(0, span, rows):
+            s1 = min(span, s0 + rows)
+            y, t = acc[s0:s1], tmp[:s1 - s0]
+            for m, (plane, off, weight) in enumerate(taps):
+                if m == 0:
+                    np.multiply(plane[off + s0:off + s1], weight, out=y)
+                else:
+                    np.multiply(plane[off + s0:off + s1], weight, out=t)
+                    y += t
+            if epilogue is not None:
+                epilogue(y)
+        out[b] = acc.reshape(oh, wq, c)[:, :ow]
+    return out
+
+
+def depthwise_nhwc_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
+    """nn.conv2d with resolved attrs ``a`` on NHWC data and an HWIO weight, then a channel
+    ``bias`` and a relu (or the maximum with a per-channel ``floor`` of shape (C,)), each applied
+    to a block of rows while it is in cache; None when the call is not a depthwise convolution
+    with padding >= 0 whose result keeps the input's float dtype."""
+    x, w = np.asarray(x), np.asarray(w)
+    if not (a["data_layout"] == "NHWC" and a["kernel_layout"] == "HWIO" and a["out_layout"] in ("", "NHWC")
+            and x.ndim == 4 and w.ndim == 4 and w.shape[2] == 1 and a["groups"] == x.shape[3] == w.shape[3]
+            and x.dtype == w.dtype and x.dtype.kind == "f" and x.dtype != np.float16
+            and (a["out_dtype"] or x.dtype) == x.dtype):
+        return None
+    padding = pad4(a["padding"])
+    if min(padding) < 0:
+        return None
+    c = x.shape[3]
+    for v in (bias, floor):
+        if v is not None and (np.asarray(v).dtype != x.dtype or np.shape(v) != (c,)):
+            return None
+    zero = np.asarray(0, x.dtype)
+
+    def epilogue(y):
+        if bias is not None:
+            y += bias
+        if relu:
+            np.maximum(y, zero, out=y)
+        if floor is not None:
+            np.maximum(y, floor, out=y)
+
+    return _conv2d_depthwise_nhwc(x, w, pair(a["strides"], "strides"), padding,
+                                  pair(a["dilation"], "dilation"),
+                                  epilogue if bias is not None or relu or floor is not None else None)
+
+
 def _conv2d_kernel(args, a):
     x, w = args
     dl, kl = a["data_layout"], a["kernel_layout"]
     ol = a["out_layout"] or dl
+    if dl == "NHWC" and kl == "HWIO" and ol == "NHWC" and min(pad4(a["padding"])) >= 0:
+        y = _conv2d_nhwc(np.asarray(x), np.asarray(w), a)
+        if y is not None:
+            return y
     out = conv2d_nchw(to_canonical(x, dl, "NCHW"), to_canonical(w, kl, "OIHW"),
                       pair(a["strides"], "strides"), pad4(a["padding"]),
                       pair(a["dilation"], "dilation"), a["groups"], a["out_dtype"] or x.dtype)

@@ -372,11 +372,13 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
         if blocked and attrs.get("groups", 1) != 1:
             bias = args[2] if step_ops[0] == "nn.bias_add" else None
             floor = args[2] if step_ops[0] == "maximum" else None
-            if bias is None or _conv_channel_axis(attrs) == 1:
-                y = conv.depthwise_with_epilogue(args[0], args[1], attrs, bias, step_ops[-1] == "nn.relu",
-                                                 floor)
-                if y is not None:
-                    return y
+            y, relu = None, step_ops[-1] == "nn.relu"
+            if attrs["data_layout"] == "NHWC":  # channels-last: the epilogue per block of rows
+                y = conv.depthwise_nhwc_with_epilogue(args[0], args[1], attrs, bias, relu, floor)
+            elif bias is None or _conv_channel_axis(attrs) == 1:
+                y = conv.depthwise_with_epilogue(args[0], args[1], attrs, bias, relu, floor)
+            if y is not None:
+                return y
         # The anchor's result is a fresh array; the steps update it in place where they can, so
         # the whole group makes one output and at most one temporary (that is what fusing buys).
         y = np.asarray(anchor_kernel(args[:n_anchor], attrs))
