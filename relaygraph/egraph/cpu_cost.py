@@ -41,8 +41,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # Winograd by shape; 5: fused depthwise ratios; 6: the 1x1 convolution's own fixed cost, in-program
 # factors over the memory traffic, erf on GELU's inputs, Winograd ratios without the tile waste;
 # 7: also fused.add_layer_norm's float32 kernel, fused matmul ops measured against the dense kernel,
-# scale-shift fused ops on per-channel vectors, depthwise convolution channels-last)
-FORMAT = 7
+# scale-shift fused ops on per-channel vectors, depthwise convolution channels-last; 8: 3x3
+# convolutions and Winograd on images of 2-16 pixels)
+FORMAT = 8
 PROFILE_STEM = "cpu-profile"
 
 
