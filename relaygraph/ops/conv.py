@@ -294,19 +294,29 @@ def _conv2d_depthwise(x, w, strides, padding, dilation, epilogue=None):
     return out
 
 
+def _depthwise_padding(x, w, a, data_layout: str, kernel_layout: str):
+    """The padding of a depthwise nn.conv2d (resolved attrs ``a``) in these layouts, with padding
+    >= 0 and a result that keeps the input's float dtype; None for any other call."""
+    if not (a["data_layout"] == data_layout and a["kernel_layout"] == kernel_layout
+            and a["out_layout"] in ("", data_layout) and x.ndim == 4 and w.ndim == 4):
+        return None
+    c = x.shape[data_layout.index("C")]
+    if not (w.shape[kernel_layout.index("I")] == 1 and a["groups"] == c == w.shape[kernel_layout.index("O")]
+            and x.dtype == w.dtype and x.dtype.kind == "f" and x.dtype != np.float16
+            and (a["out_dtype"] or x.dtype) == x.dtype):
+        return None
+    padding = pad4(a["padding"])
+    return None if min(padding) < 0 else padding
+
+
 def depthwise_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
     """nn.conv2d with resolved attrs ``a``, then a channel ``bias`` and a relu (or the maximum with
     a per-channel ``floor`` of shape (C, 1, 1)), each applied to a block of channels while it is in
     cache; None when the call is not a depthwise NCHW/OIHW convolution with padding >= 0 whose
     result keeps the input's float dtype."""
     x, w = np.asarray(x), np.asarray(w)
-    if not (a["data_layout"] == "NCHW" and a["kernel_layout"] == "OIHW" and a["out_layout"] in ("", "NCHW")
-            and x.ndim == 4 and w.ndim == 4 and w.shape[1] == 1 and a["groups"] == x.shape[1] == w.shape[0]
-            and x.dtype == w.dtype and x.dtype.kind == "f" and x.dtype != np.float16
-            and (a["out_dtype"] or x.dtype) == x.dtype):
-        return None
-    padding = pad4(a["padding"])
-    if min(padding) < 0:
+    padding = _depthwise_padding(x, w, a, "NCHW", "OIHW")
+    if padding is None:
         return None
     c = x.shape[1]
     if bias is not None:
@@ -400,13 +410,8 @@ def depthwise_nhwc_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
     to a block of rows while it is in cache; None when the call is not a depthwise convolution
     with padding >= 0 whose result keeps the input's float dtype."""
     x, w = np.asarray(x), np.asarray(w)
-    if not (a["data_layout"] == "NHWC" and a["kernel_layout"] == "HWIO" and a["out_layout"] in ("", "NHWC")
-            and x.ndim == 4 and w.ndim == 4 and w.shape[2] == 1 and a["groups"] == x.shape[3] == w.shape[3]
-            and x.dtype == w.dtype and x.dtype.kind == "f" and x.dtype != np.float16
-            and (a["out_dtype"] or x.dtype) == x.dtype):
-        return None
-    padding = pad4(a["padding"])
-    if min(padding) < 0:
+    padding = _depthwise_padding(x, w, a, "NHWC", "HWIO")
+    if padding is None:
         return None
     c = x.shape[3]
     for v in (bias, floor):
