@@ -38,6 +38,14 @@ def @main(%x: Tensor[(3, 2), float32]) {
   sqrt(negative(exp(%x)))
 }
 """
+# an attention mask: (1 - mask) * float32's lowest value overflows to +-inf for integers other than 0, 1
+MASK_PROGRAM = """#[version = "0.0.5"]
+def @main(%s: Tensor[(2, 4), float32], %mask: Tensor[(2, 4), int64]) {
+  %0 = cast(%mask, dtype="float32");
+  %1 = multiply(subtract(1f, %0), -3.4028235e+38f);
+  max(add(multiply(%s, 1f), %1))
+}
+"""
 
 
 def _strict_load(text: str):
@@ -146,6 +154,42 @@ def test_an_original_with_no_finite_output_is_inconclusive_and_the_report_strict
     data = _strict_load((tmp_path / "r.json").read_text())
     assert data["max_rel_error"] is None and data["check_passed"] is None
     assert strict_json({"a": [float("inf"), np.float32(1.5)], "b": np.int64(2)}) == {"a": [None, 1.5], "b": 2}
+
+
+def test_a_mask_input_is_checked_again_with_0_1_integers(tmp_path):
+    mod = rg.parse(MASK_PROGRAM)
+    first = rg.evaluate(mod, *random_inputs(mod))
+    assert not np.isfinite(first).any()  # the first draw leaves nothing to compare
+    s, mask = random_inputs(mod, flags=True)
+    assert set(np.unique(mask)) <= {0, 1} and s.dtype == np.float32 and not set(np.unique(s)) <= {0, 1}
+    res = rg.optimize(mod, repeats=1, timing_budget=0, cost="latency")
+    assert res.ops_after.get("multiply", 0) < res.ops_before["multiply"]  # mul-one fired
+    assert res.check_passed is True and res.values_compared == 1 and res.check_inputs == "0/1 integers"
+    assert "0/1 integers" in res.check_text() and "0/1 integers" in res.summary()
+    res.save_report(tmp_path / "r.json")
+    assert _strict_load((tmp_path / "r.json").read_text())["check_inputs"] == "0/1 integers"
+
+
+def test_the_0_1_recheck_finds_a_difference_the_first_draw_hides():
+    mod = rg.parse(MASK_PROGRAM)
+    wrong = rg.parse(MASK_PROGRAM.replace("multiply(%s, 1f)", "multiply(%s, 2f)"))
+    res = rg.optimize(mod, repeats=1, timing_budget=0, cost="latency", check=False)
+    from relaygraph.egraph.optimize import _check_outputs, _recheck_with_flags
+
+    inputs = random_inputs(mod)
+    with np.errstate(all="ignore"):
+        _check_outputs(res, rg.evaluate(mod, *inputs), rg.evaluate(wrong, *inputs), 1e-5, 1e-5)
+    assert res.check_passed is None
+    _recheck_with_flags(res, mod, wrong, 0, "main", 1e-5, 1e-5)
+    assert res.check_passed is False and res.differing_outputs and res.check_inputs == "0/1 integers"
+
+
+def test_flags_leave_constrained_integers_alone():
+    x = rg.Var("x", rg.TensorType((3, 4), "float32"))
+    i = rg.Var("i", rg.TensorType((50,), "int32"))
+    func = rg.Function([x, i], rg.op.take(x, i, axis=1))
+    idx = random_inputs(func, flags=True)[1]
+    assert idx.min() >= 0 and idx.max() <= 3 and len(set(idx.tolist())) > 2
 
 
 def test_cli_all_nan_original_exits_1_and_does_not_write(tmp_path, capsys):

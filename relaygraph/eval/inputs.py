@@ -136,9 +136,12 @@ def input_domains(target, entry: str = "main") -> dict[str, Domain]:
     return {p.name_hint: wants.get(p, Domain()) for p in func.params}
 
 
-def random_inputs(target, seed: int = 0, entry: str = "main", skip=()) -> list:
+def random_inputs(target, seed: int = 0, entry: str = "main", skip=(), flags: bool = False) -> list:
     """Seeded random values for the parameters of ``target`` (a function, or a module's
-    ``entry``), each from the domain its uses want; parameters named in ``skip`` are left out."""
+    ``entry``), each from the domain its uses want; parameters named in ``skip`` are left out.
+
+    ``flags``: an integer parameter no use constrains gets 0 or 1 (masks and flags, as in
+    ``(1 - mask) * -3.4e38``, which other integers overflow to infinities)."""
     mod, func = _module(target, entry)
     domains = input_domains(mod if mod is not None else func, entry)
     rng = np.random.default_rng(seed)
@@ -155,7 +158,10 @@ def random_inputs(target, seed: int = 0, entry: str = "main", skip=()) -> list:
         if dom.empty:
             raise RelayError(f"no value of %{p.name_hint} satisfies all its uses (they want "
                              f"{dom.describe()})")
-        out.append(draw(t, dom, rng))
+        if flags and dom == Domain() and isinstance(t, TensorType) and t.dtype.startswith(("int", "uint")):
+            out.append(rng.integers(0, 2, size=tuple(int(d) for d in t.shape)).astype(t.dtype))
+        else:
+            out.append(draw(t, dom, rng))
     return out
 
 
