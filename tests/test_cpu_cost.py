@@ -530,3 +530,17 @@ def test_a_convolution_whose_data_outgrows_the_cache_slows_in_a_program_no_more_
     a, dw = T((256, 4096), "float32"), T((4096, 4096), "float32")
     assert sized.warm("nn.dense", {}, [a, dw], a) == 1.0
     assert extra(sized, "nn.dense", {}, [a, dw], a) == pytest.approx(extra(full, "nn.dense", {}, [a, dw], a))
+
+
+def test_calibration_weighs_a_convolutions_in_program_slowdown_by_what_the_cache_holds():
+    # the in-program factor is what a layer slows over the share CpuCost.warm applies: a cache that
+    # holds none of the calibration's convolutions leaves nothing for their factor to explain
+    from relaygraph.egraph import calibrate
+
+    run = calibrate._Calibration(quick=True, progress=False)
+    assert run.data["cache_bytes"] == cpu_cost.cache_bytes()
+    run.data["cache_bytes"] = 1
+    run.in_program()
+    factors = run.data["in_program"]
+    assert {"nn.conv2d", cpu_cost.WINOGRAD, "kind:conv", "nn.dense"} <= set(factors)
+    assert factors["nn.conv2d"] == factors[cpu_cost.WINOGRAD] == factors["kind:conv"] == 1.0
