@@ -5,6 +5,7 @@ The suite's profile is the quick calibration conftest.py points ``$RELAYGRAPH_PR
 tests that need a missing or foreign profile point it elsewhere."""
 
 import json
+import math
 import os
 
 import numpy as np
@@ -445,3 +446,101 @@ def test_winograd_on_an_odd_image_pays_for_the_whole_tiles(model):
         direct = m.kernel("nn.conv2d", attrs, [x, T((64, 64, 3, 3), "float32")], x)
         wino = m.kernel(cpu_cost.WINOGRAD, dict(attrs, tile_size=2), [x, T((4, 4, 64, 64), "float32")], x)
         assert wino == pytest.approx(direct * 0.9 * cpu_cost.tile_waste(side, side))
+
+
+def test_the_profile_keeps_this_machines_last_level_cache(tmp_path, model):
+    # how much of a convolution's data a looped run keeps warm depends on the cache: measured once
+    size = cpu_cost.cache_bytes()
+    assert isinstance(size, int) and size >= 0
+    assert model.profile.data["cache_bytes"] == size == model.profile.cache_bytes
+    path = tmp_path / "p.json"
+    assert main(["calibrate", "--quick", "--profile", str(path)]) == 0
+    assert json.loads(path.read_text())["cache_bytes"] == size
+    # a profile without it (or on a machine that reports none) applies the factors in full
+    assert cpu_cost.Profile(dict(model.profile.data, cache_bytes=0)).cache_bytes == 0
+
+
+def test_a_convolutions_working_set_counts_its_gathered_columns_or_winograds_tiles():
+    f32 = "float32"
+    x, out = T((1, 64, 28, 28), f32), T((1, 128, 28, 28), f32)
+    io = 64 * 784 + 128 * 784
+    attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    w3 = T((128, 64, 3, 3), f32)
+    assert cpu_cost.conv_working_set("nn.conv2d", attrs, [x, w3], out) == io + 128 * 576 + 784 * 576
+    w1 = T((128, 64, 1, 1), f32)  # an unpadded 1x1 is one product: no columns
+    plain = dict(attrs, padding=(0, 0, 0, 0))
+    assert cpu_cost.conv_working_set("nn.conv2d", plain, [x, w1], out) == io + 128 * 64
+    u, b = T((4, 4, 128, 64), f32), T((128,), f32)
+    tiles = 16 * 14 * 14 * (64 + 128)
+    wino = cpu_cost.conv_working_set(cpu_cost.WINOGRAD, dict(attrs, tile_size=2), [x, u], out)
+    assert wino == io + 16 * 128 * 64 + tiles
+    fused = cpu_cost.conv_working_set("fused.winograd_bias_relu", dict(attrs, tile_size=2), [x, u, b], out)
+    assert fused == wino + 128
+    odd = T((1, 64, 7, 7), f32)  # whole 2x2 tiles: 7x7 makes 4x4 of them
+    seven = cpu_cost.conv_working_set(cpu_cost.WINOGRAD, dict(attrs, tile_size=2), [odd, u],
+                                      T((1, 128, 7, 7), f32))
+    assert seven == 64 * 49 + 128 * 49 + 16 * 128 * 64 + 16 * 16 * 192
+
+
+def test_a_convolution_whose_data_outgrows_the_cache_slows_in_a_program_no_more_than_looped(model):
+    # VGG-16's 27-65 MB 3x3 layers ran 0.97-1.02x their looped time in the program, ResNet-50's
+    # 5-10 MB ones 1.04-1.2x: a looped run keeps a layer's data warm only while it fits
+    attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    wattrs = dict(attrs, tile_size=2)
+    factors = {"nn.conv2d": 1.5, cpu_cost.WINOGRAD: 1.5, "nn.dense": 1.5}
+
+    def extra(m, op, at, types, out):
+        return m(op, at, types, out) - m.profile.dispatch - m.kernel(op, at, types, out)
+
+    def layer(c, side):
+        x = T((1, c, side, side), "float32")
+        return x, T((c, c, 3, 3), "float32"), T((4, 4, c, c), "float32"), T((c,), "float32")
+
+    small, big = layer(64, 28), layer(512, 28)
+    ws_small = cpu_cost.conv_working_set("nn.conv2d", attrs, list(small[:2]), small[0]) * 4
+    ws_big = cpu_cost.conv_working_set("nn.conv2d", attrs, list(big[:2]), big[0]) * 4
+    cache = int(ws_big)  # the big layer's data fills the cache; the small one's is under half of it
+    assert ws_small < cache / 2
+
+    def with_cache(size):
+        data = dict(model.profile.data, in_program=factors, cache_bytes=size)
+        return cpu_cost.CpuCost(cpu_cost.Profile(data))
+
+    full, sized = with_cache(0), with_cache(cache)
+    for x, w, u, b in (small, big):
+        for op, at, types in (("nn.conv2d", attrs, [x, w]), (cpu_cost.WINOGRAD, wattrs, [x, u])):
+            resolved = rg.ops.lookup(op).resolve(at)
+            assert extra(full, op, resolved, types, x) > 0  # without a cache size: the factor in full
+            if x is small[0]:
+                want = extra(full, op, resolved, types, x)
+                assert extra(sized, op, resolved, types, x) == pytest.approx(want)
+            else:
+                assert extra(sized, op, resolved, types, x) == pytest.approx(0.0, abs=1e-12)
+        # a fused op on a convolution takes its share by its own data
+        fused = rg.ops.lookup("fused.winograd_bias_relu").resolve(wattrs)
+        assert sized.warm("fused.winograd_bias_relu", fused, [x, u, b], x) == (1.0 if x is small[0] else 0.0)
+        assert full.warm("fused.winograd_bias_relu", fused, [x, u, b], x) == 1.0
+    # between half the cache and all of it, part of the slowdown
+    x, w = big[0], big[1]
+    half = with_cache(int(ws_big * 1.5))
+    resolved = rg.ops.lookup("nn.conv2d").resolve(attrs)
+    assert half.warm("nn.conv2d", resolved, [x, w], x) == pytest.approx(math.log2(1.5))
+    assert 0 < extra(half, "nn.conv2d", resolved, [x, w], x) < extra(full, "nn.conv2d", resolved, [x, w], x)
+    # other ops keep their factor whatever the cache (products are measured with cold weights)
+    a, dw = T((256, 4096), "float32"), T((4096, 4096), "float32")
+    assert sized.warm("nn.dense", {}, [a, dw], a) == 1.0
+    assert extra(sized, "nn.dense", {}, [a, dw], a) == pytest.approx(extra(full, "nn.dense", {}, [a, dw], a))
+
+
+def test_calibration_weighs_a_convolutions_in_program_slowdown_by_what_the_cache_holds():
+    # the in-program factor is what a layer slows over the share CpuCost.warm applies: a cache that
+    # holds none of the calibration's convolutions leaves nothing for their factor to explain
+    from relaygraph.egraph import calibrate
+
+    run = calibrate._Calibration(quick=True, progress=False)
+    assert run.data["cache_bytes"] == cpu_cost.cache_bytes()
+    run.data["cache_bytes"] = 1
+    run.in_program()
+    factors = run.data["in_program"]
+    assert {"nn.conv2d", cpu_cost.WINOGRAD, "kind:conv", "nn.dense"} <= set(factors)
+    assert factors["nn.conv2d"] == factors[cpu_cost.WINOGRAD] == factors["kind:conv"] == 1.0
