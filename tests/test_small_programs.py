@@ -185,3 +185,54 @@ def test_an_optimized_small_mlp_evaluates_as_the_original(model):
 
     bound = bind_params(mod, params, "main")
     np.testing.assert_allclose(rg.evaluate(res.module, x), rg.evaluate(bound, x), rtol=1e-5, atol=1e-6)
+
+
+def _kn_program(weight_const: bool):
+    from relaygraph.ir.expr import Function, const, var
+    from relaygraph.ops.builders import make_call
+
+    rng = np.random.default_rng(3)
+    w_data = rng.standard_normal((12, 8)).astype(np.float32)
+    x = var("x", T((2, 8), "float32"))
+    params = [x]
+    if weight_const:
+        w = const(w_data)
+    else:
+        w = var("w", T((12, 8), "float32"))
+        params.append(w)
+    body = make_call("nn.matmul", x, make_call("transpose", w, axes=[1, 0]))
+    return rg.IRModule.from_expr(Function(params, body)), w_data
+
+
+def test_a_transpose_of_a_constant_is_computed_once_contiguous_when_the_plan_is_made():
+    from relaygraph.eval.executor import FOLDED_AT_COMPILE, compile_function, folded_at_compile
+
+    assert "transpose" in FOLDED_AT_COMPILE
+    mod, w = _kn_program(weight_const=True)
+    func = rg.infer_type(mod)["main"]
+    plan = compile_function(func)
+    assert plan.labels == ["nn.matmul"]  # no transpose left to run
+    folded = [v for _, v in plan.constants if v.shape == (8, 12)]
+    assert len(folded) == 1 and folded[0].flags.c_contiguous
+    np.testing.assert_array_equal(folded[0], w.T)
+    x = np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)
+    np.testing.assert_allclose(rg.evaluate(mod, x), x @ w.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rg.evaluate(mod, x, executor=False), x @ w.T, rtol=1e-5, atol=1e-6)
+    assert folded_at_compile(func.body.args[1])
+    # a transpose of an input runs with the program
+    mod, w = _kn_program(weight_const=False)
+    func = rg.infer_type(mod)["main"]
+    assert compile_function(func).labels == ["transpose", "nn.matmul"]
+    assert not folded_at_compile(func.body.args[1])
+    np.testing.assert_allclose(rg.evaluate(mod, x, w), x @ w.T, rtol=1e-5, atol=1e-6)
+
+
+def test_profile_and_predict_leave_out_what_the_plan_computes_when_made(model):
+    mod, _ = _kn_program(weight_const=True)
+    p = rg.profile(mod, runs=2, progress=False)
+    assert [n.op for n in p.nodes] == ["nn.matmul"]
+    from relaygraph.egraph.program_profile import predict
+
+    assert predict(mod) == pytest.approx(p.predicted_program)
+    live, _ = _kn_program(weight_const=False)
+    assert [n.op for n in rg.profile(live, runs=2, progress=False).nodes] == ["transpose", "nn.matmul"]
