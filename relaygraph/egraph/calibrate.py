@@ -208,7 +208,8 @@ def _curve_specs() -> dict[str, Callable]:
     # more per call and per element on small and mid-size data than equal shapes (on (1, 64):
     # 1.8 against 1.2 us; on (128, 256): 9.3 against 6.5 us), so a fused add on a bias was priced
     # below its parts run separately
-    specs[f"add{BROADCAST}"] = lambda rng, n: ([_signed(rng, _rows(n, 256)), _signed(rng, (_rows(n, 256)[1],))], {})
+    specs[f"add{BROADCAST}"] = lambda rng, n: (
+        [_signed(rng, _rows(n, 256)), _signed(rng, (_rows(n, 256)[1],))], {})
     # a bias on the last axis of a dense's (rows, units) output: no 4-D reshape (1.9 against 2.6 us)
     specs[f"nn.bias_add{LAST_AXIS}"] = lambda rng, n: (
         [_signed(rng, _rows(n, 256)), _signed(rng, (_rows(n, 256)[1],))], {"axis": -1})
