@@ -5,10 +5,12 @@ with the attributes a Relay call carries; the executor's plan for dispatch; the 
 kernels for numexpr groups and fused ops), on float32 data, by the profile's clock (CPU time
 when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clock_of``):
 
-- dispatch: a plan of many small ops, less the ops' own time, per instruction;
+- dispatch: a plan of many small ops, less the ops' own time, per instruction; per program, one
+  call of a small program run right after another plan (as programs are timed and used);
 - a time curve over the work size for each elementwise, reduction, layout and pooling op the
   profile names (pooling with and without overlapping windows), and for contiguous and strided
-  copies; elementwise data has both signs where the op allows, as activations do;
+  copies; elementwise data has both signs where the op allows, as activations do; an add on a
+  row vector broadcast over rows and a bias on the last axis (a dense's) have curves of their own;
 - the dense kernel on a grid of (M, N, K), each call reading a cold weight (as a program reads
   each weight once a run), and batch-matmul on a grid of (B, M, N, K);
 - conv2d on the kinds of layer image models have: its time over a structural estimate (one
