@@ -35,7 +35,7 @@ from .cost import DEFAULT_MACHINE, CostModelError, cache_dir
 __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_key", "profile_path",
            "profile_file", "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
-           "FORMAT", "op_kind", "tile_waste", "traffic_elements"]
+           "FORMAT", "op_kind", "tile_waste", "traffic_elements", "broadcasts", "BROADCAST", "LAST_AXIS"]
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
 # Winograd by shape; 5: fused depthwise ratios; 6: the 1x1 convolution's own fixed cost, in-program
@@ -43,7 +43,8 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # 7: also fused.add_layer_norm's float32 kernel, fused matmul ops measured against the dense kernel,
 # scale-shift fused ops on per-channel vectors, depthwise convolution channels-last; 8: 3x3
 # convolutions and Winograd on images of 2-16 pixels; 9: the last-level cache's size, and convolutions'
-# in-program factors weighed by how much of their data a looped run keeps in it)
+# in-program factors weighed by how much of their data a looped run keeps in it; broadcasting binary
+# ops and a bias on the last axis, and the per-program overhead of a program run after other work)
 FORMAT = 9
 PROFILE_STEM = "cpu-profile"
 
@@ -376,6 +377,20 @@ def conv_features(o: int, c: int, kh: int, kw: int, out: float) -> tuple:
 
 # the anchors a fused op's calibrated ratio is measured against directly (its epilogue runs in place)
 DENSE_LIKE_ANCHORS = ("nn.conv2d", "nn.dense", "nn.matmul")
+
+
+# curves of an op on another form of its inputs than its own curve's: a binary elementwise op
+# on a row vector broadcast over rows (``add@bcast``), a bias on the last axis (``nn.bias_add@last``)
+BROADCAST = "@bcast"
+LAST_AXIS = "@last"
+
+
+def broadcasts(arg_types: Sequence) -> bool:
+    """True when a binary op's two tensor inputs (neither a scalar) differ in shape: numpy runs
+    its broadcasting loop."""
+    if len(arg_types) != 2 or not all(isinstance(t, TensorType) and len(t.shape) > 0 for t in arg_types):
+        return False
+    return tuple(arg_types[0].shape) != tuple(arg_types[1].shape)
 
 
 # 4-D transposes that change layout between NCHW and NHWC: their curves (a permuting copy)
@@ -727,8 +742,17 @@ class CpuCost:
         points = None
         if op_kind(op) == "pool" and not _any_nonzero(attrs.get("strides") or 1, 1):
             points = self.profile.curve(f"{op}@s1")  # overlapping windows: their own curve
+        if op == "nn.bias_add" and arg_types and isinstance(arg_types[0], TensorType) \
+                and int(attrs.get("axis", 1)) in (-1, len(arg_types[0].shape) - 1):
+            points = self.profile.curve(f"{op}{LAST_AXIS}")  # as after a dense: no 4-D reshape
         points = points or self.profile.curve(op)
         work = self._work(op, attrs, arg_types, out_type)
+        if points is not None and op != "nn.bias_add" and op_kind(op) == "elementwise" \
+                and broadcasts(arg_types):
+            wide, same = self.profile.curve(f"add{BROADCAST}"), self.profile.curve("add")
+            if wide and same:  # the broadcasting loop's cost, as measured on add
+                n = max(work, 1.0)
+                return curve_at(points, n) * curve_at(wide, n) / curve_at(same, n)
         if points is None:
             kind = op_kind(op)
             # an op not calibrated costs what its family's reference op costs per element

@@ -181,11 +181,13 @@ def _steps(func: Function, typed: IRModule, model) -> list[_Step]:
             return TensorType(node.data.shape, str(node.data.dtype))
         return typed.checked_types.type_of(node)
 
+    from ..eval.executor import folded_at_compile
+
     inner = lambda n: isinstance(n, Function) and n is not func  # noqa: E731 - groups run whole
     steps: list[_Step] = []
     for node in iter_post_order(func.body, skip=inner):
-        if isinstance(node, (Var, Constant, Op, Function)):
-            continue
+        if isinstance(node, (Var, Constant, Op, Function)) or folded_at_compile(node):
+            continue  # no instruction (a constant's transpose is computed when the plan is made)
         if isinstance(node, Tuple):
             steps.append(_Step(node, lambda args, _: tuple(args), node.fields,
                                ("tuple", "tuple", "tuple", "", model.profile.dispatch)))
@@ -266,7 +268,14 @@ def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[fl
 
 def _run_steps(func: Function, steps: list[_Step], values: list, clock, samples: list[list[float]]) -> None:
     """Each step in turn, timed into ``samples`` (every value is kept until the end)."""
+    from ..eval.executor import folded_at_compile
+    from ..eval.kernels import kernel_of, normalize
+
     env = dict(zip(func.params, values, strict=True))
+    for step in steps:  # values the plan computes when it is made
+        for c in step.inputs:
+            if c not in env and folded_at_compile(c):
+                env[c] = normalize(kernel_of(c.op)([a.data for a in c.args], c.attrs))
     for i, step in enumerate(steps):
         args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
         node = step.node
