@@ -22,6 +22,7 @@ from ..ir.expr import Call, Constant, Expr, Op
 from ..ir.types import TensorType
 from . import conv, elemwise, linear, norm, reduce, transform, winograd  # noqa: F401 - the parts, registered first
 from ._base import REQUIRED, PatternKind, defop, io_bytes, norm_axis
+from .inplace import relu_in_place
 from .registry import lookup
 
 __all__ = ["FUSED_OPS", "Arg", "Step", "Part", "Definition", "definition", "expand", "recognise",
@@ -162,7 +163,7 @@ def _bias_in_place(y, bias, attrs):
 # Steps that can update the anchor's fresh result in place: (y, extra input, attrs) -> y or None.
 _IN_PLACE = {
     "nn.bias_add": _bias_in_place,
-    "nn.relu": lambda y, _, attrs: np.maximum(y, np.asarray(0, y.dtype), out=y),
+    "nn.relu": lambda y, _, attrs: relu_in_place(y),
     "add": _elementwise_in_place(np.add),
     "multiply": _elementwise_in_place(np.multiply),
     "maximum": _elementwise_in_place(np.maximum),
