@@ -25,6 +25,7 @@ from .registry import lookup
 __all__ = ["WINOGRAD_G", "winograd_weight", "winograd_conv2d"]
 
 F32 = "float32"
+_BAND_VALUES = 8192  # values of the output transform's source per band of rows copied (32 KB)
 # F(2, 3) (Lavin & Gray): y = A^T [(G g) * (B^T d)]
 WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
@@ -138,10 +139,17 @@ def _output_transform(m: np.ndarray, oh: int, ow: int, relu: bool = False) -> np
         np.add(left, s[2], out=out[:, r, :, 0])
         right = s[1] - s[2]
         np.subtract(right, s[3], out=out[:, r, :, 1])
-    out = np.ascontiguousarray(out.reshape(2 * th, 2 * tw, n, o)[:oh, :ow].transpose(2, 3, 0, 1))
-    # the relu on the contiguous copy: a maximum on the transposing copy itself takes numpy's
+    src = out.reshape(2 * th, 2 * tw, n, o)[:oh, :ow]
+    result = np.empty((n, o, oh, ow), m.dtype)
+    # the transposing copy in bands of rows whose source stays in L1: in one piece each source
+    # cache line is fetched again for every value it holds (measured at 64x56x56: 0.22 ms against
+    # 0.12 ms in bands; 128x28x28: 0.14 against 0.07)
+    rows = max(1, _BAND_VALUES // max(ow * n * o, 1))
+    for r0 in range(0, oh, rows):
+        np.copyto(result[:, :, r0:r0 + rows], src[r0:r0 + rows].transpose(2, 3, 0, 1))
+    # the relu on the contiguous result: a maximum on the transposing copy itself takes numpy's
     # strided scalar loop (measured 0.47 ms at 64x56x56 against 0.23 + 0.06 ms this way)
-    return relu_in_place(out) if relu else out
+    return relu_in_place(result) if relu else result
 
 
 def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding, bias: np.ndarray | None = None,
