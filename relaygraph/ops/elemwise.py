@@ -19,6 +19,7 @@ from ._base import (
     same_dtype,
     tensor_arg,
 )
+from .inplace import relu
 
 __all__ = ["broadcast_shapes", "identity_rel"]
 
@@ -230,7 +231,7 @@ for _name, (_fn, _dom, _k, _ints) in _UNARY.items():
 defop("logical_not", 1, {}, identity_rel, _same(np.logical_not), PatternKind.ELEMWISE,
       flops=flops_per_output(1), domain="bool", input_names=("data",),
       examples=(([_t((2, 3), "bool")], {}),))
-defop("nn.relu", 1, {}, identity_rel, _same(lambda x: np.maximum(x, x.dtype.type(0))),
+defop("nn.relu", 1, {}, identity_rel, _same(relu),
       PatternKind.ELEMWISE, flops=flops_per_output(1), input_names=("data",),
       examples=_UNARY_EX + (([_t((1, 8, 4, 4))], {}),))
 defop("nn.leaky_relu", 1, {"alpha": 0.25}, identity_rel, _leaky_kernel, PatternKind.ELEMWISE,

@@ -22,6 +22,7 @@ from ..ir.expr import Call, Constant, Expr, Op
 from ..ir.types import TensorType
 from . import conv, elemwise, linear, norm, reduce, transform, winograd  # noqa: F401 - the parts, registered first
 from ._base import REQUIRED, PatternKind, defop, io_bytes, norm_axis
+from .inplace import relu_in_place
 from .registry import lookup
 
 __all__ = ["FUSED_OPS", "Arg", "Step", "Part", "Definition", "definition", "expand", "recognise",
@@ -157,16 +158,6 @@ def _fits(shape: tuple, other: tuple) -> bool:
     return True
 
 
-_ZEROS: dict = {}
-
-
-def _relu_in_place(y, _extra, _attrs):
-    zero = _ZEROS.get(y.dtype)
-    if zero is None:  # made once per dtype: np.asarray(0, dtype) a call cost a third of the maximum
-        zero = _ZEROS[y.dtype] = np.zeros((), y.dtype)
-    return np.maximum(y, zero, out=y)
-
-
 def _bias_in_place(y, bias, attrs):
     axis = attrs.get("axis", 1)
     axis = axis + y.ndim if axis < 0 else axis
@@ -182,7 +173,7 @@ def _bias_in_place(y, bias, attrs):
 # Steps that can update the anchor's fresh result in place: (y, extra input, attrs) -> y or None.
 _IN_PLACE = {
     "nn.bias_add": _bias_in_place,
-    "nn.relu": _relu_in_place,
+    "nn.relu": lambda y, _, attrs: relu_in_place(y),
     "add": _elementwise_in_place(np.add),
     "multiply": _elementwise_in_place(np.multiply),
     "maximum": _elementwise_in_place(np.maximum),

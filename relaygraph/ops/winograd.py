@@ -19,11 +19,13 @@ from ..ir.types import TensorType
 from ..ty.dims import dim_add, dim_sub, dims_equal, is_known
 from ._base import REQUIRED, PatternKind, ShapeError, defop, fmt, numel, tensor_arg
 from .conv import crop_negative_padding, normalize_2d, pad4, pair
+from .inplace import relu_in_place
 from .registry import lookup
 
 __all__ = ["WINOGRAD_G", "winograd_weight", "winograd_conv2d"]
 
 F32 = "float32"
+_BAND_VALUES = 8192  # values of the output transform's source per band of rows copied (32 KB)
 # F(2, 3) (Lavin & Gray): y = A^T [(G g) * (B^T d)]
 WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
@@ -125,7 +127,7 @@ def _input_transform(x: np.ndarray, padding, th: int, tw: int) -> np.ndarray:
 
 def _output_transform(m: np.ndarray, oh: int, ow: int, relu: bool = False) -> np.ndarray:
     """``A^T m A`` of every tile of (4, 4, th, tw, N, O), written as the (N, O, oh, ow) output;
-    with ``relu``, the copy into NCHW takes the maximum with 0 on the way (no pass of its own)."""
+    with ``relu``, the maximum with 0 taken in place on that output."""
     _, _, th, tw, n, o = m.shape
     out = np.empty((th, 2, tw, 2, n, o), m.dtype)
     s0 = m[0] + m[1]
@@ -137,10 +139,17 @@ def _output_transform(m: np.ndarray, oh: int, ow: int, relu: bool = False) -> np
         np.add(left, s[2], out=out[:, r, :, 0])
         right = s[1] - s[2]
         np.subtract(right, s[3], out=out[:, r, :, 1])
-    out = out.reshape(2 * th, 2 * tw, n, o)[:oh, :ow].transpose(2, 3, 0, 1)
-    if relu:
-        return np.maximum(out, np.asarray(0, m.dtype), out=np.empty(out.shape, m.dtype))
-    return np.ascontiguousarray(out)
+    src = out.reshape(2 * th, 2 * tw, n, o)[:oh, :ow]
+    result = np.empty((n, o, oh, ow), m.dtype)
+    # the transposing copy in bands of rows whose source stays in L1: in one piece each source
+    # cache line is fetched again for every value it holds (measured at 64x56x56: 0.22 ms against
+    # 0.12 ms in bands; 128x28x28: 0.14 against 0.07)
+    rows = max(1, _BAND_VALUES // max(ow * n * o, 1))
+    for r0 in range(0, oh, rows):
+        np.copyto(result[:, :, r0:r0 + rows], src[r0:r0 + rows].transpose(2, 3, 0, 1))
+    # the relu on the contiguous result: a maximum on the transposing copy itself takes numpy's
+    # strided scalar loop (measured 0.47 ms at 64x56x56 against 0.23 + 0.06 ms this way)
+    return relu_in_place(result) if relu else result
 
 
 def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding, bias: np.ndarray | None = None,
