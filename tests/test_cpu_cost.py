@@ -544,3 +544,84 @@ def test_calibration_weighs_a_convolutions_in_program_slowdown_by_what_the_cache
     factors = run.data["in_program"]
     assert {"nn.conv2d", cpu_cost.WINOGRAD, "kind:conv", "nn.dense"} <= set(factors)
     assert factors["nn.conv2d"] == factors[cpu_cost.WINOGRAD] == factors["kind:conv"] == 1.0
+
+
+def test_measure_alternated_takes_each_sample_in_turn():
+    """Kernels compared by a ratio are sampled in turn: a slowdown partway (other work starting)
+    moves both alike, so their ratio stays what it is; timed one after the other it would not."""
+    from relaygraph.egraph.calibrate import measure, measure_alternated
+
+    now, calls, order = [0.0], [0], []
+
+    def kernel(name, cost):
+        def run():
+            calls[0] += 1
+            order.append(name)
+            now[0] += cost * (4.0 if calls[0] > 6 else 1.0)  # the machine slows 4x partway
+        return run
+
+    fast, slow = kernel("fast", 1.0), kernel("slow", 2.0)
+    a, b = measure_alternated([fast, slow], repeats=5, min_seconds=0.5, clock=lambda: now[0])
+    assert order[4:] == ["fast", "slow"] * 5  # after each one's two warm-up calls, in turn
+    assert b / a == pytest.approx(2.0)
+    now[0], calls[0] = 0.0, 0  # one after the other, the slowdown falls on the second only
+    ratio = measure(slow, 5, 0.5, lambda: now[0]) / measure(fast, 5, 0.5, lambda: now[0])
+    assert ratio == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="at least one"):
+        measure_alternated([])
+
+
+def test_fused_dense_ratios_are_timed_alternated_with_the_dense_kernel():
+    """Every fused dense/matmul op's ratio comes from one alternated cold measurement with the
+    dense kernel on the same (M, N, K): the dense kernel and its (N, K) weight first, then the
+    fused op (a matmul-anchored one on the (K, N) weight)."""
+    from relaygraph.egraph.calibrate import _Calibration, _call
+
+    class Stop(Exception):
+        pass
+
+    cal = _Calibration(quick=True, progress=False)
+    seen = []
+
+    def cold_times(calls, weight=1):
+        seen.append([(kernel, args[weight].shape) for kernel, args, _ in calls])
+        return [2.0, 1.0]
+
+    def after_dense(*_):
+        raise Stop
+    cal.data["dispatch"] = 1e-6  # what the fused ops' model reads before the dense ones are timed
+    cal.cold_times, cal.kernel_time = cold_times, after_dense
+    with pytest.raises(Stop):
+        cal.fused()
+    shapes = cal._dense_fused_shapes()
+    dense_kernel = _call("nn.dense", [np.zeros((1, 4), "float32"), np.zeros((3, 4), "float32")])[0]
+    rows = cal.data["fused"]
+    for name in ("fused.dense_bias", "fused.matmul_bias"):
+        assert [r[:3] for r in rows[name]] == [list(s) for s in shapes]
+        assert all(r[3] == 0.5 for r in rows[name])  # fused over dense, from the same measurement
+    assert seen and all(len(c) == 2 and c[0][0] is dense_kernel for c in seen)
+    for (_, dense_w), (_, fused_w) in seen:
+        assert fused_w in (dense_w, dense_w[::-1])
+    assert any(fused_w == dense_w[::-1] != dense_w for (_, dense_w), (_, fused_w) in seen)
+
+
+def test_profile_without_the_plan_reads_folded_transposes_contiguous(model):
+    """When the plan's instructions are not the profile's steps one for one, the steps run in turn:
+    a transpose of a constant (which the plan computes once, contiguous) must reach its consumer
+    contiguous too, or the product reads a strided view and is timed far slower than it runs."""
+    from relaygraph.egraph import program_profile as pp
+    from relaygraph.ir.expr import Constant, Function, var
+    from relaygraph.ops.builders import make_call
+
+    w = np.arange(12, dtype="float32").reshape(3, 4)
+    x = var("x", rg.TensorType((2, 4), "float32"))
+    func = Function([x], make_call("nn.matmul", x, make_call("transpose", Constant(w), axes=[1, 0])))
+    typed = rg.infer_type(rg.IRModule.from_expr(func))
+    steps = pp._steps(typed["main"], typed, cpu_cost.default_profile())
+    assert [s.info[0] for s in steps] == ["nn.matmul"]  # the transpose is no instruction
+    seen = []
+    run = steps[0].run
+    steps[0].run = lambda args, attrs: (seen.append(args[1].flags.c_contiguous), run(args, attrs))[1]
+    samples = [[]]
+    pp._run_steps(typed["main"], steps, [np.ones((2, 4), "float32")], cpu_cost.timer("wall"), samples)
+    assert seen == [True] and len(samples[0]) == 1

@@ -44,8 +44,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # scale-shift fused ops on per-channel vectors, depthwise convolution channels-last; 8: 3x3
 # convolutions and Winograd on images of 2-16 pixels; 9: the last-level cache's size, and convolutions'
 # in-program factors weighed by how much of their data a looped run keeps in it; broadcasting binary
-# ops and a bias on the last axis, and the per-program overhead of a program run after other work)
-FORMAT = 9
+# ops and a bias on the last axis, and the per-program overhead of a program run after other work;
+# 10: fused dense and matmul ops timed alternated with the dense kernel they are measured against)
+FORMAT = 10
 PROFILE_STEM = "cpu-profile"
 
 

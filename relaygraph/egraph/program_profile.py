@@ -272,10 +272,11 @@ def _run_steps(func: Function, steps: list[_Step], values: list, clock, samples:
     from ..eval.kernels import kernel_of, normalize
 
     env = dict(zip(func.params, values, strict=True))
-    for step in steps:  # values the plan computes when it is made
+    for step in steps:  # values the plan computes when it is made, contiguous as the plan makes them
         for c in step.inputs:
             if c not in env and folded_at_compile(c):
-                env[c] = normalize(kernel_of(c.op)([a.data for a in c.args], c.attrs))
+                value = normalize(kernel_of(c.op)([a.data for a in c.args], c.attrs))
+                env[c] = np.ascontiguousarray(value) if isinstance(value, np.ndarray) else value
     for i, step in enumerate(steps):
         args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
         node = step.node
