@@ -445,3 +445,50 @@ def test_winograd_on_an_odd_image_pays_for_the_whole_tiles(model):
         direct = m.kernel("nn.conv2d", attrs, [x, T((64, 64, 3, 3), "float32")], x)
         wino = m.kernel(cpu_cost.WINOGRAD, dict(attrs, tile_size=2), [x, T((4, 4, 64, 64), "float32")], x)
         assert wino == pytest.approx(direct * 0.9 * cpu_cost.tile_waste(side, side))
+
+
+def test_grid_time_interpolates_log_rate_between_the_grid_shapes():
+    # rate 1 at m=16, 8 at m=128 (the weight's read sets the time: rate in proportion to rows)
+    grid = [[m, n, k, 2.0 * m * n * k, 2.0 * m * n * k / rate]
+            for m, rate in ((16, 1.0), (128, 8.0)) for n in (64, 256) for k in (64, 256)]
+    at = cpu_cost.grid_time
+    assert at(grid, (16, 64, 64)) == pytest.approx(2.0 * 16 * 64 * 64)  # a grid shape as measured
+    # 32 rows: a third of the way in log2 from 16 to 128, so rate 2 and the 16-row time
+    assert at(grid, (32, 64, 64)) == pytest.approx(2.0 * 32 * 64 * 64 / 2.0)
+    # between n (and k) grid values too, and a rate flat in n keeps time in proportion to n
+    assert at(grid, (16, 128, 64)) == pytest.approx(2.0 * 16 * 128 * 64)
+    # beyond the largest values: the edge's rate; below the smallest: the edge's time
+    assert at(grid, (1024, 64, 64)) == pytest.approx(2.0 * 1024 * 64 * 64 / 8.0)
+    assert at(grid, (16, 1, 64)) == at(grid, (16, 64, 64))
+    # a corner the grid leaves out (too many flops to calibrate) is interpolated over the others
+    partial = [row for row in grid if row[:3] != [128, 256, 256]]
+    # (weights: 2/3 of the way to 128 rows, halfway in n and k; the missing corner's 1/6 left out)
+    assert at(grid, (64, 128, 128)) == pytest.approx(2.0 * 64 * 128 * 128 / 8.0 ** (2 / 3))
+    assert at(partial, (64, 128, 128)) == pytest.approx(2.0 * 64 * 128 * 128 / 8.0 ** 0.6)
+    # no corner at all: the nearest measured rates
+    assert at(partial, (128, 256, 256)) == pytest.approx(2.0 * 128 * 256 * 256 / 8.0)
+
+
+# (rows, units, depth) of the products issue 18's dense(a, b) => transpose(dense(b, a)) was
+# priced lower on: BERT with 1 layer, hidden 128, 32 tokens; nasrnn, vgg-11 and dcgan small
+SWAPPED_SHAPES = [(32, 128, 128), (32, 512, 128), (32, 128, 512), (1, 16, 16), (1, 10, 256),
+                  (1, 256, 32), (1, 256, 256), (1, 1024, 16), (128, 768, 768)]
+
+
+@pytest.mark.parametrize("m,n,k", SWAPPED_SHAPES)
+def test_exchanging_a_dense_operands_is_never_priced_lower(model, m, n, k):
+    # dense(b, a) computes the same product, transposed: BLAS takes the same time for both
+    x, w, out, swapped = (T(s, "float32") for s in ((m, k), (n, k), (m, n), (n, m)))
+    dense = rg.ops.lookup("nn.dense").resolve({})
+    transpose = rg.ops.lookup("transpose").resolve({"axes": [1, 0]})
+    direct = model("nn.dense", dense, [x, w], out)
+    exchanged = model("nn.dense", dense, [w, x], swapped) + model("transpose", transpose, [swapped], out)
+    assert model("nn.dense", dense, [w, x], swapped) == pytest.approx(direct)
+    assert direct < exchanged
+    # the orientation the profile's grid and the fused dense ops' ratios were measured in (fewer
+    # rows than units, the weight read cold) keeps its price, and a (K, N) weight prices the same
+    # product (its fused ops' ratios carry what that layout saves)
+    assert model.kernel("nn.dense", dense, [x, w], out) == pytest.approx(model.gemm_time(m, n, k))
+    matmul = rg.ops.lookup("nn.matmul").resolve({})
+    assert model.kernel("nn.matmul", matmul, [x, T((k, n), "float32")], out) == pytest.approx(
+        model.kernel("nn.dense", dense, [x, w], out))
