@@ -43,7 +43,8 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # 7: also fused.add_layer_norm's float32 kernel, fused matmul ops measured against the dense kernel,
 # scale-shift fused ops on per-channel vectors, depthwise convolution channels-last; 8: 3x3
 # convolutions and Winograd on images of 2-16 pixels; 9: products priced by interpolating the GEMM
-# grid between its shapes, so the convolutions' ratios over their product estimate changed)
+# grid between its shapes, so the convolutions' ratios over their product estimate changed; erf on
+# the spread of a transformer expansion layer's outputs)
 FORMAT = 9
 PROFILE_STEM = "cpu-profile"
 
