@@ -494,3 +494,59 @@ def test_exchanging_a_dense_operands_is_never_priced_lower(model, m, n, k):
     matmul = rg.ops.lookup("nn.matmul").resolve({})
     assert model.kernel("nn.matmul", matmul, [x, T((k, n), "float32")], out) == pytest.approx(
         model.kernel("nn.dense", dense, [x, w], out))
+
+
+def test_a_matrix_transpose_costs_the_copy_a_product_would_need(model):
+    # a view here: a product reading it runs as on the untransposed matrix, so the (K, N) layout
+    # saves only once it is made contiguous (folded on a constant, or copied)
+    strided = model.profile.curve("copy_strided")
+    for axes in ([1, 0], [-1, 0], None):
+        w = T((1024, 256), "float32")
+        attrs = rg.ops.lookup("transpose").resolve({"axes": axes})
+        assert model.kernel("transpose", attrs, [w], T((256, 1024), "float32")) == pytest.approx(
+            curve_at(strided, 1024 * 256))
+    # a transpose that keeps a 3-D tensor's rows (a head split's) stays a view's price
+    x = T((16, 8, 64), "float32")
+    attrs = rg.ops.lookup("transpose").resolve({"axes": [1, 0, 2]})
+    assert model.kernel("transpose", attrs, [x], T((8, 16, 64), "float32")) == pytest.approx(
+        curve_at(model.profile.curve("transpose"), 16 * 8 * 64))
+
+
+def test_a_weight_passed_as_an_argument_keeps_the_dense_layout(model):
+    # an LSTM's cells take their weights as arguments: transpose(w) is not folded, and a matmul
+    # on its view ran slower than the dense it replaced. A profile where the (K, N) layout saves
+    # 30% of the product: a constant weight takes it (its transpose is folded), an argument does not
+    data = dict(model.profile.data)
+    cheaper = [[*row[:-1], row[-1] * 0.7] for row in data["fused"]["fused.dense_bias"]]
+    data["fused"] = dict(data["fused"], **{"fused.matmul_bias": cheaper})
+    cost = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    rng = np.random.default_rng(0)
+    values = [rng.standard_normal(s).astype("float32") for s in ((1, 256), (1024, 256), (1024,))]
+    x, w, b = (rg.var(n, T(s, "float32")) for n, s in (("x", (1, 256)), ("w", (1024, 256)), ("b", (1024,))))
+    for weight, params in ((w, [x, w, b]), (rg.const(values[1]), [x, b])):
+        body = rg.op.nn.bias_add(rg.op.nn.dense(x, weight), b, axis=-1)
+        mod = rg.IRModule.from_expr(rg.Function(params, body))
+        res = rg.optimize(mod, cost=cost, extractor="greedy-dag", check=False, progress=False)
+        ops = res.ops_after
+        if weight is w:
+            assert not any("matmul" in op or op == "transpose" for op in ops)
+            assert any("dense" in op for op in ops)
+        else:
+            assert ops.get("fused.matmul_bias") == 1 and not any("dense" in op for op in ops)
+        args = values if weight is w else [values[0], values[2]]
+        np.testing.assert_allclose(rg.evaluate(res.module, *args), rg.evaluate(mod, *args),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_a_product_grid_time_is_capped_by_the_larger_shapes():
+    from relaygraph.egraph.calibrate import _capped_by_larger
+
+    grid = [[1, 32, 32, 2048.0, 1e-6], [64, 32, 256, 1.05e6, 1.6e-2], [64, 256, 256, 8.4e6, 1e-4],
+            [512, 32, 256, 8.4e6, 2e-4], [512, 256, 32, 8.4e6, 5e-5]]
+    capped = _capped_by_larger(grid)
+    assert capped[1] == [64, 32, 256, 1.05e6, 1e-4]  # held up: capped by the larger 64x256x256
+    assert [row for i, row in enumerate(capped) if i != 1] == [row for i, row in enumerate(grid) if i != 1]
+    # the calibrated grid keeps that order between every pair of its shapes
+    rows = cpu_cost.default_profile(progress=False).profile.gemm
+    assert all(a[-1] <= b[-1] for a in rows for b in rows
+               if all(x <= y for x, y in zip(a[:3], b[:3], strict=True)))

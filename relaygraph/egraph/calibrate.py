@@ -363,6 +363,7 @@ class _Calibration:
             t = self.cold_time(kernel, [x, w], attrs)
             self.data["gemm"].append([m, n, k, 2.0 * m * n * k, t])
             self.step(f"dense {m}x{n}x{k}")
+        self.data["gemm"] = _capped_by_larger(self.data["gemm"])
 
     def _bmm_grid(self) -> list:
         bs = (1, 8) if self.quick else (1, 8, 32)
@@ -790,6 +791,19 @@ def _monotone(points: list) -> list:
     for n, t in points:
         best = max(best, t)
         out.append([n, best])
+    return out
+
+
+def _capped_by_larger(grid: list) -> list:
+    """A product grid ``[(*dims, flops, seconds), ...]`` with each time capped by the times of the
+    shapes at least as large in every dimension: a larger product never takes less time, and a
+    sample another job held up must not set a shape's price (products are priced between grid
+    shapes, where one such sample once priced a 64x32x256 product at 16 ms)."""
+    out = []
+    for row in grid:
+        t = min([row[-1]] + [other[-1] for other in grid
+                             if all(o >= d for o, d in zip(other[:-2], row[:-2], strict=True))])
+        out.append([*row[:-1], t])
     return out
 
 
