@@ -515,10 +515,11 @@ def test_a_matrix_transpose_costs_the_copy_a_product_would_need(model):
 def test_a_weight_passed_as_an_argument_keeps_the_dense_layout(model):
     # an LSTM's cells take their weights as arguments: transpose(w) is not folded, and a matmul
     # on its view ran slower than the dense it replaced. A profile where the (K, N) layout saves
-    # 30% of the product: a constant weight takes it (its transpose is folded), an argument does not
-    data = dict(model.profile.data)
-    cheaper = [[*row[:-1], row[-1] * 0.7] for row in data["fused"]["fused.dense_bias"]]
-    data["fused"] = dict(data["fused"], **{"fused.matmul_bias": cheaper})
+    # 20% of the product: a constant weight takes it (its transpose is folded), an argument does
+    # not (the session's quick ratios and in-program factors are noisy: fixed here)
+    data = dict(model.profile.data, in_program={})
+    data["fused"] = dict(data["fused"], **{"fused.dense_bias": [[1, 1, 1, 1.0]],
+                                           "fused.matmul_bias": [[1, 1, 1, 0.8]]})
     cost = cpu_cost.CpuCost(cpu_cost.Profile(data))
     rng = np.random.default_rng(0)
     values = [rng.standard_normal(s).astype("float32") for s in ((1, 256), (1024, 256), (1024,))]
