@@ -260,6 +260,19 @@ def _work(name: str, arrays: list, out, attrs) -> float:
     return float(max(sizes))
 
 
+def _rotating(kernel, args: list, attrs, weight: int):
+    """A call of ``kernel`` that rotates over copies of ``args[weight]`` whose bytes together
+    overflow the cache, so each call reads the weight cold."""
+    copies = max(1, min(MAX_COPIES, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
+    sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
+    turn = [0]
+
+    def call():
+        turn[0] = (turn[0] + 1) % copies
+        return kernel(sets[turn[0]], attrs)
+    return call
+
+
 class _Calibration:
     def __init__(self, quick: bool, progress) -> None:
         from ..progress import phase
@@ -295,29 +308,13 @@ class _Calibration:
         once a run: the calls rotate over copies of the weight that together overflow the cache.
         The copies' bytes, not their number, must exceed the cache: sixteen copies of a 1 MB weight
         stay in a 32 MB last-level cache and ran twice as fast as the same weight read cold."""
-        copies = max(1, min(MAX_COPIES, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
-        sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
-        turn = [0]
-
-        def call():
-            turn[0] = (turn[0] + 1) % copies
-            return kernel(sets[turn[0]], attrs)
-        return measure(call, self.repeats, self.min_seconds, self.timer)
+        return measure(_rotating(kernel, args, attrs, weight), self.repeats, self.min_seconds, self.timer)
 
     def cold_times(self, calls: list, weight: int = 1) -> list[float]:
         """Seconds of each ``(kernel, args, attrs)`` in ``calls`` with ``args[weight]`` read cold
         (as ``cold_time``), their samples alternated (``measure_alternated``): for ratios between
         kernels on the same inputs."""
-        def rotating(kernel, args, attrs):
-            copies = max(1, min(MAX_COPIES, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
-            sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
-            turn = [0]
-
-            def call():
-                turn[0] = (turn[0] + 1) % copies
-                return kernel(sets[turn[0]], attrs)
-            return call
-        fns = [rotating(*c) for c in calls]
+        fns = [_rotating(kernel, args, attrs, weight) for kernel, args, attrs in calls]
         return measure_alternated(fns, self.repeats, self.min_seconds, self.timer)
 
     def step(self, info: str) -> None:
