@@ -71,27 +71,17 @@ def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-
             clock: Callable[[], float] = time.perf_counter) -> float:
     """Seconds of ``fn()`` by ``clock``: the median of ``repeats`` samples, each looping enough
     calls to fill ``min_seconds``. The median, as programs are timed."""
-    fn()
-    start = clock()
-    fn()
-    once = max(clock() - start, 1e-7)
-    loops = max(1, int(min_seconds / once))
-    samples = []
-    for _ in range(repeats):
-        start = clock()
-        for _ in range(loops):
-            fn()
-        samples.append((clock() - start) / loops)
-    return statistics.median(samples)
+    return measure_alternated([fn], repeats, min_seconds, clock)[0]
 
 
 def measure_alternated(fns: Sequence[Callable[[], object]], repeats: int = 5, min_seconds: float = 2e-3,
                        clock: Callable[[], float] = time.perf_counter) -> list[float]:
-    """Seconds of each of ``fns`` as ``measure`` takes them, but with their samples alternated
-    (one sample of each in turn, ``repeats`` rounds): a change of the machine's speed (other work
-    starting or stopping) then moves them all alike, and ratios between them stay true. Measured
-    one after the other, a one-row product's fused (K, N) kernel read 0.47 and 0.62 of the dense
-    kernel in two calibrations, against 0.64-0.69 alternated."""
+    """Seconds of each of ``fns``: the median of ``repeats`` samples, each looping enough calls to
+    fill ``min_seconds``, the samples alternated (one of each in turn, ``repeats`` rounds): a
+    change of the machine's speed (other work starting or stopping) then moves them all alike,
+    and ratios between them stay true. Measured one after the other, a one-row product's fused
+    (K, N) kernel read 0.47 and 0.62 of the dense kernel in two calibrations, against 0.64-0.69
+    alternated."""
     if not fns:
         raise ValueError("measure_alternated needs at least one function")
     loops = []

@@ -268,15 +268,13 @@ def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[fl
 
 def _run_steps(func: Function, steps: list[_Step], values: list, clock, samples: list[list[float]]) -> None:
     """Each step in turn, timed into ``samples`` (every value is kept until the end)."""
-    from ..eval.executor import folded_at_compile
-    from ..eval.kernels import kernel_of, normalize
+    from ..eval.executor import fold_value, folded_at_compile
 
     env = dict(zip(func.params, values, strict=True))
     for step in steps:  # values the plan computes when it is made, contiguous as the plan makes them
         for c in step.inputs:
             if c not in env and folded_at_compile(c):
-                value = normalize(kernel_of(c.op)([a.data for a in c.args], c.attrs))
-                env[c] = np.ascontiguousarray(value) if isinstance(value, np.ndarray) else value
+                env[c] = fold_value(c.op, [a.data for a in c.args], c.attrs)
     for i, step in enumerate(steps):
         args = [c.data if isinstance(c, Constant) else env[c] for c in step.inputs]
         node = step.node

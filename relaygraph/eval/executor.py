@@ -25,7 +25,7 @@ from ..ir.expr import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Va
 from .kernels import describe, kernel_failure, kernel_of, normalize
 
 __all__ = ["Plan", "PlanCompiler", "compile_function", "is_dataflow", "NotDataflow", "FOLDED_AT_COMPILE",
-           "folded_at_compile"]
+           "folded_at_compile", "fold_value"]
 
 
 # Ops on constant inputs computed once when the plan is compiled, as contiguous arrays: a
@@ -39,6 +39,12 @@ def folded_at_compile(node) -> bool:
     """True when the plan computes ``node`` (a call of an op on constants) once, at compile time."""
     return (type(node) is Call and type(node.op) is Op and node.op.name in FOLDED_AT_COMPILE
             and bool(node.args) and all(type(a) is Constant for a in node.args))
+
+
+def fold_value(op: Op, values: list, attrs):
+    """The value a plan holds for ``op`` on constant ``values``: computed once, contiguous."""
+    value = normalize(kernel_of(op)(values, attrs))
+    return np.ascontiguousarray(value) if isinstance(value, np.ndarray) else value
 
 
 class NotDataflow(Exception):
@@ -263,12 +269,12 @@ class PlanCompiler:
         """The slot of ``op`` on constant inputs, computed now as a contiguous array, or None
         (it then runs with the program, where an error names it as usual)."""
         try:
-            value = normalize(kernel_of(op)([self.constant_slots[i] for i in ins], attrs))
+            value = fold_value(op, [self.constant_slots[i] for i in ins], attrs)
         except Exception:  # noqa: BLE001 - reported when the instruction runs
             return None
         if type(value) is not np.ndarray:
             return None
-        return self.constant(np.ascontiguousarray(value))
+        return self.constant(value)
 
     def add(self, run, ins: list, extra, label: str) -> int:
         out = self.new_slot()
