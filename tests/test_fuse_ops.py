@@ -52,7 +52,7 @@ def check_group_rules(func):
 
 
 ZOO = ["resnet-18", "resnet-50", "mobilenet", "vgg-11", "squeezenet-1.1", "inception-v3",
-       "densenet-121", "dcgan", "lstm", "bert", "nasrnn"]
+       "densenet-121", "dcgan", "lstm", "bert", "nasrnn", "vit-sima"]
 
 
 @pytest.mark.parametrize("name", ZOO)

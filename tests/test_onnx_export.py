@@ -121,7 +121,7 @@ def test_every_registered_op_is_covered_or_named_in_the_error():
 
 # -- zoo models ------------------------------------------------------------------------------------
 ZOO = ["resnet-18", "mobilenet", "bert", "squeezenet-1.1", "vgg-11", "inception-v3", "densenet-121",
-       "dcgan", "nasrnn", "residual-mlp", "diamond-chain"]
+       "dcgan", "nasrnn", "residual-mlp", "diamond-chain", "vit-sima"]
 
 
 @pytest.mark.parametrize("name", ZOO)

@@ -30,7 +30,7 @@ def op_counts(mod):
 def test_every_model_is_registered():
     expected = {"resnet-18", "resnet-34", "resnet-50", "mobilenet", "vgg-11", "vgg-16", "vgg-19",
                 "squeezenet-1.0", "squeezenet-1.1", "inception-v3", "densenet-121", "dcgan", "lstm",
-                "bert", "nasrnn", "residual-mlp", "diamond-chain"}
+                "bert", "nasrnn", "residual-mlp", "diamond-chain", "vit-sima"}
     assert expected <= set(rg.zoo.names())
 
 
@@ -141,6 +141,47 @@ def test_bert_matches_a_numpy_reference():
         h = norm(dense(f, f"layer{i}_output") + h, f"layer{i}_output_layernorm")
     out = rg.evaluate(mod, **inputs, **p)
     np.testing.assert_allclose(out, h.reshape(batch, seq, hidden), rtol=1e-4, atol=1e-4)
+
+
+def test_vit_sima_matches_a_numpy_reference_computed_in_the_other_order():
+    """SimA's attention written (Q̂ K̂ᵀ) V in the model, computed Q̂ (K̂ᵀ V) here, as the published
+    code does when there are more tokens than channels per head."""
+    from scipy.special import erf
+
+    mod, p, inputs = small("vit-sima")
+    x = inputs["data"].astype("float64")
+    batch, width, heads, patch = x.shape[0], 32, 2, 8
+    side = x.shape[2] // patch
+    tokens, head_dim = side * side, width // heads
+
+    def dense(t, n):
+        return t @ p[n + "_weight"].T + p[n + "_bias"]
+
+    def norm(t, n):
+        mean, var = t.mean(-1, keepdims=True), t.var(-1, keepdims=True)
+        return (t - mean) / np.sqrt(var + 1e-6) * p[n + "_gamma"] + p[n + "_beta"]
+
+    def split(t, l1):  # (batch * tokens, width) -> (batch, heads, tokens, head_dim)
+        t = t.reshape(batch, tokens, width)
+        if l1:  # torch.nn.functional.normalize(p=1) over the tokens
+            t = t / np.maximum(np.abs(t).sum(1, keepdims=True), 1e-12)
+        return t.reshape(batch, tokens, heads, head_dim).transpose(0, 2, 1, 3)
+
+    patches = x.reshape(batch, 3, side, patch, side, patch).transpose(0, 2, 4, 1, 3, 5)
+    h = patches.reshape(batch, tokens, -1) @ p["patch_embed_weight"].reshape(width, -1).T
+    h = (h + p["patch_embed_bias"] + p["pos_embed"]).reshape(batch * tokens, width)
+    for i in range(2):
+        y = norm(h, f"block{i}_norm1")
+        q, k, v = (split(dense(y, f"block{i}_attention_{n}"), n != "value")
+                   for n in ("query", "key", "value"))
+        a = q @ (k.transpose(0, 1, 3, 2) @ v)
+        h = h + dense(a.transpose(0, 2, 1, 3).reshape(batch * tokens, width), f"block{i}_attention_output")
+        f = dense(norm(h, f"block{i}_norm2"), f"block{i}_mlp_fc1")
+        h = h + dense(0.5 * f * (1 + erf(f / np.sqrt(2))), f"block{i}_mlp_fc2")
+    logits = dense(norm(h, "norm").reshape(batch, tokens, width).mean(1), "head")
+    want = np.exp(logits - logits.max(-1, keepdims=True))
+    out = rg.evaluate(mod, **inputs, **p)
+    np.testing.assert_allclose(out, want / want.sum(-1, keepdims=True), rtol=1e-4, atol=1e-5)
 
 
 def test_lstm_matches_a_numpy_reference():

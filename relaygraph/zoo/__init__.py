@@ -25,6 +25,7 @@ from .lstm import lstm
 from .mobilenet import mobilenet
 from .nasrnn import nasrnn
 from .resnet import resnet
+from .sima import sima
 from .squeezenet import squeezenet
 from .vgg import vgg
 
@@ -109,6 +110,7 @@ MODELS = {
     "lstm": lstm,
     "bert": bert,
     "nasrnn": nasrnn,
+    "vit-sima": sima,
 }
 for _name, _builder in MODELS.items():
     register(_name, _builder)
