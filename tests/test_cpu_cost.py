@@ -7,6 +7,7 @@ tests that need a missing or foreign profile point it elsewhere."""
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def model():
 
 
 def _foreign(tmp_path, **changes):
-    data = json.loads(open(cpu_cost.profile_path()).read())
+    data = json.loads(Path(cpu_cost.profile_path()).read_text())
     data["key"].update(changes)
     path = tmp_path / cpu_cost.profile_file()
     path.write_text(json.dumps(data))
@@ -331,7 +332,7 @@ def test_time_programs_alternates_and_takes_the_probe(model):
 def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_path, monkeypatch, capsys):
     """This machine's profile in another format (an older relaygraph wrote it) is never read: it
     is calibrated again, or refused with --no-calibrate; a foreign machine's is refused either way."""
-    data = json.loads(open(cpu_cost.profile_path()).read())
+    data = json.loads(Path(cpu_cost.profile_path()).read_text())
     old = {"key": dict(data["key"], format=cpu_cost.FORMAT - 2), "dispatch": 1e-6, "curves": {}}
     (tmp_path / cpu_cost.profile_file()).write_text(json.dumps(old))
     monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
@@ -731,3 +732,68 @@ def test_profile_without_the_plan_reads_folded_transposes_contiguous(model):
     samples = [[]]
     pp._run_steps(typed["main"], steps, [np.ones((2, 4), "float32")], cpu_cost.timer("wall"), samples)
     assert seen == [True] and len(samples[0]) == 1
+
+
+def _fake_calibrations(monkeypatch, model, spreads):
+    """Calibrations whose probes spread as ``spreads`` says, one after another (the figures are
+    the stored profile's: only the probes differ); returns the list of runs made."""
+    from relaygraph.egraph import calibrate
+
+    made = []
+
+    def run(self):
+        spread = spreads[len(made)]
+        data = json.loads(json.dumps(model.profile.data))
+        data["probes"] = [1e-3, 1e-3 * spread, 1e-3]
+        data["attempt"] = len(made) + 1
+        made.append(data)
+        return data
+
+    monkeypatch.setattr(calibrate._Calibration, "run", run)
+    return made
+
+
+def test_calibration_is_repeated_when_the_machines_speed_changed_meanwhile(tmp_path, monkeypatch, model):
+    import warnings
+
+    from relaygraph.egraph import calibrate
+
+    made = _fake_calibrations(monkeypatch, model, [1.8, 1.05])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", calibrate.CalibrationWarning)
+        profile = calibrate.calibrate(quick=True, path=str(tmp_path / "p.json"), progress=False)
+    assert len(made) == 2 and profile.data["attempt"] == 2
+    assert calibrate.probe_spread(profile.data) == pytest.approx(1.05)
+    # a steady first calibration is kept as it is
+    made = _fake_calibrations(monkeypatch, model, [1.1, 1.05])
+    profile = calibrate.calibrate(quick=True, path=str(tmp_path / "q.json"), progress=False)
+    assert len(made) == 1 and profile.data["attempt"] == 1
+
+
+def test_an_unsteady_calibration_keeps_the_steadiest_and_warns(tmp_path, monkeypatch, model, capsys):
+    from relaygraph.egraph import calibrate
+
+    made = _fake_calibrations(monkeypatch, model, [1.6, 1.4])
+    with pytest.warns(calibrate.CalibrationWarning, match=r"changed 1\.40x during each of 2 calibrations"):
+        profile = calibrate.calibrate(quick=True, path=str(tmp_path / "p.json"), progress=False)
+    assert len(made) == 2 and profile.data["attempt"] == 2
+    assert json.loads((tmp_path / "p.json").read_text())["attempt"] == 2  # the one saved
+    # the command line says it as a warning, not a traceback, and still shows the profile
+    _fake_calibrations(monkeypatch, model, [1.6, 1.5])
+    assert main(["calibrate", "--quick", "--profile", str(tmp_path / "c.json")]) == 0
+    out, err = capsys.readouterr()
+    assert "relaygraph: warning: the machine's speed changed 1.50x" in err
+    assert "measuring again" in err and "steadiness" in out and "within 1.50x" in out
+
+
+def test_a_calibration_records_a_probe_after_each_of_its_parts(monkeypatch):
+    from relaygraph.egraph import calibrate
+
+    parts = ["dispatch", "curves", "gemm", "bmm", "numexpr", "conv", "conv_transpose", "fused", "in_program"]
+    for name in parts:
+        monkeypatch.setattr(calibrate._Calibration, name, lambda self: None)
+    passes = iter([1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0])
+    monkeypatch.setattr(calibrate.Probe, "__call__", lambda self, repeats=5: next(passes))
+    data = calibrate._Calibration(quick=True, progress=False).run()
+    assert data["probes"] == [1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0]
+    assert data["probe"] == 1.0 and calibrate.probe_spread(data) == 3.0

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 
 __all__ = ["register"]
 
 
 def _describe(profile) -> str:
     """A short account of a profile: what it is valid for and its main figures."""
+    from ..egraph.calibrate import probe_spread
     from ..egraph.cpu_cost import CpuCost, curve_at
 
     model = CpuCost(profile)
@@ -17,6 +20,8 @@ def _describe(profile) -> str:
     rows = [
         ("profile", f"{profile.path}{' (quick)' if profile.quick else ''}"),
         ("valid for", key),
+        ("steadiness", f"the probe's passes during calibration within {probe_spread(profile.data):.2f}x "
+                       "of each other"),
         ("dispatch", f"{profile.dispatch * 1e6:.2f} us per instruction, {profile.program * 1e6:.1f} us "
                      "per program"),
         ("GEMM 512x512x512", f"{2 * 512 ** 3 / model.gemm_time(512, 512, 512) / 1e9:.1f} GFLOP/s"),
@@ -29,7 +34,7 @@ def _describe(profile) -> str:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from ..egraph.calibrate import calibrate
+    from ..egraph.calibrate import CalibrationWarning, calibrate
     from ..egraph.cpu_cost import load_profile, profile_path
 
     if args.check:
@@ -37,7 +42,14 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(_describe(profile))
         print("the profile matches this machine and build")
         return 0
-    profile = calibrate(quick=args.quick, path=profile_path(args.profile), progress="auto")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibrationWarning)
+        profile = calibrate(quick=args.quick, path=profile_path(args.profile), progress="auto")
+    for w in caught:
+        if issubclass(w.category, CalibrationWarning):
+            print(f"relaygraph: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     print(f"calibrated in {profile.data['seconds']:.1f} s")
     print(_describe(profile))
     return 0
