@@ -34,7 +34,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUME
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import relaygraph as rg  # noqa: E402
-from relaygraph.egraph.calibrate import Probe, calibrate  # noqa: E402
+from relaygraph.egraph.calibrate import Probe, calibrate, probe_spread  # noqa: E402
 from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
 from relaygraph.egraph.optimize import bind_params, program_cost, random_inputs  # noqa: E402
 from relaygraph.egraph.program_profile import predict, time_programs  # noqa: E402
@@ -86,7 +86,8 @@ def main() -> int:
         load = os.getloadavg()[0]
         profile = calibrate(quick=args.quick)
         print(f"calibrated in {profile.data['seconds']:.1f} s at load average {load:.1f}-"
-              f"{os.getloadavg()[0]:.1f}")
+              f"{os.getloadavg()[0]:.1f}; the probe's passes during it within "
+              f"{probe_spread(profile.data):.2f}x of each other")
         model = default_profile()
     clock = model.profile.clock
     probe = Probe(clock)
