@@ -797,3 +797,16 @@ def test_a_calibration_records_a_probe_after_each_of_its_parts(monkeypatch):
     data = calibrate._Calibration(quick=True, progress=False).run()
     assert data["probes"] == [1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0]
     assert data["probe"] == 1.0 and calibrate.probe_spread(data) == 3.0
+
+
+def test_in_program_factors_are_the_median_of_rounds(monkeypatch):
+    from relaygraph.egraph import calibrate
+
+    rounds = iter([{"nn.max_pool2d": 3.0, "add": 2.0}, {"nn.max_pool2d": 1.2, "add": 2.1},
+                   {"nn.max_pool2d": 1.4, "add": 1.9, "tanh": 1.1}, {"nn.max_pool2d": 1.3, "add": 2.0},
+                   {"nn.max_pool2d": 2.9, "add": 2.2}])
+    monkeypatch.setattr(calibrate._Calibration, "_in_program_round", lambda self, programs, model: next(rounds))
+    monkeypatch.setattr(calibrate._Calibration, "_synthetic_programs", lambda self: [])
+    cal = calibrate._Calibration(quick=False, progress=False)
+    cal.in_program()
+    assert cal.data["in_program"] == {"add": 2.0, "nn.max_pool2d": 1.4, "tanh": 1.1}

@@ -740,17 +740,27 @@ class _Calibration:
         cost, and but for products and convolutions at most the data's traffic), per op kind
         ("kind:conv", ...) and per op the programs run, is the profile's in-program factor for
         that kind or op (``CpuCost.factor`` prefers the op's own)."""
+        # the curves measured so far (without an add's curve, a kernel's whole time can slow)
+        model = CpuCost(Profile({"dispatch": 0.0, "curves": {}, "gemm": [], "bmm": [], "conv": [],
+                                 **self.data, "key": {}}))
+        programs = self._synthetic_programs()
+        # a round's factor for an op with one instance in the programs moved by up to 1.0 from one
+        # round to the next (a max pool's, a batch norm's): the median of a few rounds
+        rounds = [self._in_program_round(programs, model) for _ in range(1 if self.quick else 5)]
+        self.data["in_program"] = {k: statistics.median(r[k] for r in rounds if k in r)
+                                   for k in sorted({k for r in rounds for k in r})}
+        self.step("in-program factors")
+
+    def _in_program_round(self, programs: list, model: CpuCost) -> dict:
+        """One measurement of the in-program factors (see ``in_program``) on ``programs``."""
         from ..eval.executor import Plan, compile_function
         from ..ty import infer_type
         from .cpu_cost import op_kind
 
-        # the curves measured so far (without an add's curve, a kernel's whole time can slow)
-        model = CpuCost(Profile({"dispatch": 0.0, "curves": {}, "gemm": [], "bmm": [], "conv": [],
-                                 **self.data, "key": {}}))
         measured: dict[str, float] = {}  # time in the program over the looped time
         alone: dict[str, float] = {}  # the looped time a program can slow (see CpuCost.in_program)
         total: dict[str, float] = {}  # looped time with the fixed cost: what decides a ratio means something
-        for func, values in self._synthetic_programs():
+        for func, values in programs:
             typed = infer_type(IRModule.from_expr(func))
             func = typed["main"]
             plan = compile_function(func)
@@ -802,9 +812,8 @@ class _Calibration:
                     alone[key] = alone.get(key, 0.0) + slowed
                     total[key] = total.get(key, 0.0) + looped
         # a kind (or op) whose kernels took microseconds in all says more about the clock than them
-        self.data["in_program"] = {k: min(max(1.0 + measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0
-                                   else 1.0 for k in measured if total[k] > 2e-5}
-        self.step("in-program factors")
+        return {k: min(max(1.0 + measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0 else 1.0
+                for k in measured if total[k] > 2e-5}
 
     def _synthetic_programs(self) -> list:
         """A convolutional block and a transformer-like block, built here (no zoo model), at the
