@@ -845,6 +845,20 @@ class _Calibration:
         y = op("nn.global_avg_pool2d", y)
         y = op("nn.dense", op("nn.batch_flatten", y), weight(100, c))
         conv = (Function([x], op("nn.softmax", y)), [_rand(r, (1, c, size, size))])
+        # a fire module (SqueezeNet's; Inception's and DenseNet's blocks are alike): narrow 1x1
+        # convolutions whose bias and relu are as long as the product, and a concatenate, which
+        # copies its inputs from memory
+        f = var("f", TensorType((1, c, size, size), "float32"))
+
+        def conv_bias_relu(data, cin, cout, k):
+            out = op("nn.conv2d", data, weight(cout, cin, k, k), padding=(k // 2, k // 2))
+            return op("nn.relu", op("nn.bias_add", out, const(_rand(r, (cout,))), axis=1))
+
+        squeeze = conv_bias_relu(f, c, c // 4, 1)
+        expand = [conv_bias_relu(squeeze, c // 4, c, k) for k in (1, 3)]
+        g = op("concatenate", Tuple(expand), axis=1)
+        g = op("nn.max_pool2d", g, pool_size=(3, 3), strides=(2, 2))
+        fire = (Function([f], op("nn.global_avg_pool2d", g)), [_rand(r, (1, c, size, size))])
         tokens, hidden = (16, 64) if self.quick else (128, 768)
         h = var("h", TensorType((tokens, hidden), "float32"))
         q = op("nn.bias_add", op("nn.dense", h, weight(hidden, hidden)), const(_rand(r, (hidden,))))
@@ -855,7 +869,7 @@ class _Calibration:
         f = op("multiply", f, op("erf", op("multiply", f, const(np.asarray(0.7, F32)))))
         f = op("nn.dense", f, weight(hidden, hidden * 2))
         attention = (Function([h], op("tanh", op("add", f, a))), [_rand(r, (tokens, hidden))])
-        return [conv, attention]
+        return [conv, fire, attention]
 
 
 def _type_of(value):
