@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from .bert import _heads
 from .layers import Net
 
 __all__ = ["sima"]
@@ -28,14 +29,12 @@ def _l1_normalized_heads(net: Net, t, batch: int, tokens: int, heads: int, head_
                          normalize: bool):
     """(batch * tokens, width) -> (batch * heads, tokens, head_dim), each channel divided by its
     l1 norm over the tokens (``torch.nn.functional.normalize(p=1, dim=-2)``) when ``normalize``."""
-    width = heads * head_dim
-    t = net.reshape(t, (batch, tokens, width))
     if normalize:
+        width = heads * head_dim
+        t = net.reshape(t, (batch, tokens, width))
         norm = net.call("sum", (net.unary("abs", t),), (batch, 1, width), axis=(1,), keepdims=True)
         t = net.binary("divide", t, net.binary("maximum", norm, net.const(1e-12)))
-    t = net.reshape(t, (batch, tokens, heads, head_dim))
-    t = net.transpose(t, (0, 2, 1, 3))
-    return net.reshape(t, (batch * heads, tokens, head_dim))
+    return _heads(net, t, batch, tokens, heads, head_dim)
 
 
 def _block(net: Net, x, i: int, batch: int, tokens: int, width: int, heads: int, inner: int):
