@@ -22,11 +22,12 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
   what its (K, N) weight saves shows); the other fused ops and numexpr groups over their parts'
   prediction (the scale-shift ops on one value per channel, as batch norms give them);
 - in-program factors per op kind and per op: synthetic programs (a convolutional block with a
-  Winograd convolution, and a transformer-like block) run through the executor with each
-  instruction timed in place, against the same kernel looped on the same inputs, above the op's
-  fixed cost per call;
-- a probe (``Probe``), a few fixed kernels timed during calibration, to compare the machine's
-  speed at another time (under another load) with the profile's.
+  Winograd convolution, a fire module and a transformer-like block) run through the executor
+  with each instruction timed in place, against the same kernel looped on the same inputs, above
+  the op's fixed cost per call; the median of five rounds;
+- a probe (``Probe``), a few fixed kernels timed after each part of the calibration (a
+  calibration during which they slowed is made again) and later beside a measurement, to compare
+  the machine's speed at another time (under another load) with the profile's.
 
 The full mode takes about a minute on a quiet machine; ``quick=True`` a few seconds.
 """
@@ -733,7 +734,7 @@ class _Calibration:
     def in_program(self) -> None:
         """Kernels inside a program run slower than the same kernel looped on one set of inputs:
         inputs come from memory rather than cache, outputs land in fresh pages. A synthetic
-        program of each family (a convolutional block and a transformer-like block) runs through
+        program of each family (a convolutional block, a fire module, a transformer-like block) runs through
         the executor with every instruction timed in place (the plan's own order and frees), then
         each instruction is looped on the inputs it had; one plus the extra time in the program
         over the part of the looped time a program slows (``CpuCost.slowed``: above the fixed
@@ -816,8 +817,8 @@ class _Calibration:
                 for k in measured if total[k] > 2e-5}
 
     def _synthetic_programs(self) -> list:
-        """A convolutional block and a transformer-like block, built here (no zoo model), at the
-        sizes of the quick or the full calibration."""
+        """A convolutional block, a fire module and a transformer-like block, built here (no zoo
+        model), at the sizes of the quick or the full calibration."""
         from ..ir.expr import Function, const, var
         from ..ops.builders import make_call as op
 
@@ -921,8 +922,8 @@ def _merge(points: list) -> list:
 # The probe's slowest pass over its fastest, during one calibration, above which the machine's speed
 # is taken to have changed while it was measured (its parts would disagree with each other).
 # Quiet, it stayed within 1.13x (one BLAS thread, CPU time) and 1.17x (two, wall clock, quick);
-# once, with other work sharing the machine, every GEMM of the grid was measured 1.8x slow while the
-# probe's median, then taken only at the start, middle and end, moved 1.2x.
+# once every GEMM of the grid was measured 1.8x slow (the machine slowed for part of the
+# calibration) while the probe's median, then taken only at the start, middle and end, moved 1.2x.
 STEADY = 1.3
 
 
