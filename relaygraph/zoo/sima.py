@@ -1,5 +1,5 @@
 """A vision transformer with SimA attention (Koohpayegani and Pirsiavash, "SimA: Simple
-Softmax-free Attention for Vision Transformers", WACV 2024).
+Softmax-free Attention for Vision Transformers", arXiv:2206.08898).
 
 SimA drops the softmax: each channel of the queries and of the keys is divided by its l1 norm
 over the tokens, and the attention is ``Q̂ K̂ᵀ V``. Without a softmax between the two products the
