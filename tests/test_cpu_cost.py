@@ -805,7 +805,8 @@ def test_in_program_factors_are_the_median_of_rounds(monkeypatch):
     rounds = iter([{"nn.max_pool2d": 3.0, "add": 2.0}, {"nn.max_pool2d": 1.2, "add": 2.1},
                    {"nn.max_pool2d": 1.4, "add": 1.9, "tanh": 1.1}, {"nn.max_pool2d": 1.3, "add": 2.0},
                    {"nn.max_pool2d": 2.9, "add": 2.2}])
-    monkeypatch.setattr(calibrate._Calibration, "_in_program_round", lambda self, programs, model: next(rounds))
+    monkeypatch.setattr(calibrate._Calibration, "_in_program_round",
+                        lambda self, programs, model: next(rounds))
     monkeypatch.setattr(calibrate._Calibration, "_synthetic_programs", lambda self: [])
     cal = calibrate._Calibration(quick=False, progress=False)
     cal.in_program()
