@@ -15,19 +15,11 @@ from .layers import Net
 __all__ = ["bert"]
 
 
-def _heads(net: Net, t, batch: int, seq: int, heads: int, head_dim: int):
-    """(batch * seq, hidden) -> (batch * heads, seq, head_dim)."""
-    t = net.reshape(t, (batch, seq, heads, head_dim))
-    t = net.transpose(t, (0, 2, 1, 3))
-    return net.reshape(t, (batch * heads, seq, head_dim))
-
-
 def _layer(net: Net, x, i: int, batch: int, seq: int, hidden: int, heads: int, inner: int):
     head_dim = hidden // heads
     prefix = f"layer{i}"
-    q = _heads(net, net.dense_add_bias(x, f"{prefix}_attention_query", hidden), batch, seq, heads, head_dim)
-    k = _heads(net, net.dense_add_bias(x, f"{prefix}_attention_key", hidden), batch, seq, heads, head_dim)
-    v = _heads(net, net.dense_add_bias(x, f"{prefix}_attention_value", hidden), batch, seq, heads, head_dim)
+    q, k, v = (net.split_heads(net.dense_add_bias(x, f"{prefix}_attention_{name}", hidden), batch, seq,
+                               heads, head_dim) for name in ("query", "key", "value"))
     scores = net.binary("multiply", net.batch_matmul(q, k), net.const(1.0 / math.sqrt(head_dim)))
     probs = net.unary("nn.softmax", scores, axis=-1)
     context = net.batch_matmul(probs, net.transpose(v, (0, 2, 1)))

@@ -257,6 +257,12 @@ class Net:
         (batch, m, _), (_, n, _) = self.shape(a), self.shape(b)
         return self.call("nn.batch_matmul", (a, b), (batch, m, n))
 
+    def split_heads(self, data: Expr, batch: int, seq: int, heads: int, head_dim: int) -> Expr:
+        """Attention heads: (batch * seq, heads * head_dim) -> (batch * heads, seq, head_dim)."""
+        t = self.reshape(data, (batch, seq, heads, head_dim))
+        t = self.transpose(t, (0, 2, 1, 3))
+        return self.reshape(t, (batch * heads, seq, head_dim))
+
     def layer_norm(self, data: Expr, name: str, epsilon: float = 1e-5, axis: int = -1) -> Expr:
         """``nn.layer_norm`` with ``{name}_gamma`` and ``{name}_beta``."""
         c = (self.shape(data)[axis],)

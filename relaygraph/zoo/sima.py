@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 
-from .bert import _heads
 from .layers import Net
 
 __all__ = ["sima"]
@@ -34,7 +33,7 @@ def _l1_normalized_heads(net: Net, t, batch: int, tokens: int, heads: int, head_
         t = net.reshape(t, (batch, tokens, width))
         norm = net.call("sum", (net.unary("abs", t),), (batch, 1, width), axis=(1,), keepdims=True)
         t = net.binary("divide", t, net.binary("maximum", norm, net.const(1e-12)))
-    return _heads(net, t, batch, tokens, heads, head_dim)
+    return net.split_heads(t, batch, tokens, heads, head_dim)
 
 
 def _block(net: Net, x, i: int, batch: int, tokens: int, width: int, heads: int, inner: int):
