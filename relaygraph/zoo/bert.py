@@ -23,16 +23,11 @@ def _layer(net: Net, x, i: int, batch: int, seq: int, hidden: int, heads: int, i
     scores = net.binary("multiply", net.batch_matmul(q, k), net.const(1.0 / math.sqrt(head_dim)))
     probs = net.unary("nn.softmax", scores, axis=-1)
     context = net.batch_matmul(probs, net.transpose(v, (0, 2, 1)))
-    context = net.reshape(context, (batch, heads, seq, head_dim))
-    context = net.reshape(net.transpose(context, (0, 2, 1, 3)), (batch * seq, hidden))
+    context = net.merge_heads(context, batch, seq, heads, head_dim)
     attended = net.dense_add_bias(context, f"{prefix}_attention_output", hidden)
     x = net.layer_norm(net.binary("add", attended, x), f"{prefix}_attention_layernorm", epsilon=1e-12)
     h = net.dense_add_bias(x, f"{prefix}_intermediate", inner)
-    # GELU(h) = 0.5 * h * (1 + erf(h / sqrt(2)))
-    erf = net.unary("erf", net.binary("multiply", h, net.const(1.0 / math.sqrt(2.0))))
-    gelu = net.binary("multiply", net.binary("multiply", h, net.const(0.5)),
-                      net.binary("add", net.const(1.0), erf))
-    out = net.dense_add_bias(gelu, f"{prefix}_output", hidden)
+    out = net.dense_add_bias(net.gelu(h), f"{prefix}_output", hidden)
     return net.layer_norm(net.binary("add", out, x), f"{prefix}_output_layernorm", epsilon=1e-12)
 
 

@@ -263,6 +263,17 @@ class Net:
         t = self.transpose(t, (0, 2, 1, 3))
         return self.reshape(t, (batch * heads, seq, head_dim))
 
+    def merge_heads(self, data: Expr, batch: int, seq: int, heads: int, head_dim: int) -> Expr:
+        """``split_heads`` undone: (batch * heads, seq, head_dim) -> (batch * seq, heads * head_dim)."""
+        t = self.reshape(data, (batch, heads, seq, head_dim))
+        return self.reshape(self.transpose(t, (0, 2, 1, 3)), (batch * seq, heads * head_dim))
+
+    def gelu(self, data: Expr) -> Expr:
+        """GELU written with ``erf``, as BERT defines it: 0.5 * x * (1 + erf(x / sqrt(2)))."""
+        erf = self.unary("erf", self.binary("multiply", data, self.const(1.0 / math.sqrt(2.0))))
+        return self.binary("multiply", self.binary("multiply", data, self.const(0.5)),
+                           self.binary("add", self.const(1.0), erf))
+
     def layer_norm(self, data: Expr, name: str, epsilon: float = 1e-5, axis: int = -1) -> Expr:
         """``nn.layer_norm`` with ``{name}_gamma`` and ``{name}_beta``."""
         c = (self.shape(data)[axis],)

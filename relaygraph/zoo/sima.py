@@ -17,8 +17,6 @@ Activations stay 2-D, ``(batch * tokens, width)``, between attentions, as in ``b
 
 from __future__ import annotations
 
-import math
-
 from .layers import Net
 
 __all__ = ["sima"]
@@ -46,16 +44,11 @@ def _block(net: Net, x, i: int, batch: int, tokens: int, width: int, heads: int,
     # (Q̂ K̂ᵀ) V: nn.batch_matmul(a, b) is a @ bᵀ
     scores = net.batch_matmul(q, k)
     context = net.batch_matmul(scores, net.transpose(v, (0, 2, 1)))
-    context = net.reshape(context, (batch, heads, tokens, head_dim))
-    context = net.reshape(net.transpose(context, (0, 2, 1, 3)), (batch * tokens, width))
+    context = net.merge_heads(context, batch, tokens, heads, head_dim)
     x = net.binary("add", x, net.dense_add_bias(context, f"{prefix}_attention_output", width))
     y = net.layer_norm(x, f"{prefix}_norm2", epsilon=1e-6)
     h = net.dense_add_bias(y, f"{prefix}_mlp_fc1", inner)
-    # GELU(h) = 0.5 * h * (1 + erf(h / sqrt(2)))
-    erf = net.unary("erf", net.binary("multiply", h, net.const(1.0 / math.sqrt(2.0))))
-    gelu = net.binary("multiply", net.binary("multiply", h, net.const(0.5)),
-                      net.binary("add", net.const(1.0), erf))
-    return net.binary("add", x, net.dense_add_bias(gelu, f"{prefix}_mlp_fc2", width))
+    return net.binary("add", x, net.dense_add_bias(net.gelu(h), f"{prefix}_mlp_fc2", width))
 
 
 def sima(num_layers: int = 12, width: int = 192, heads: int = 4, image_size: int = 224,
