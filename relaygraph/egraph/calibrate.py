@@ -943,18 +943,20 @@ def calibrate(quick: bool = False, path: str | None = None, progress="auto", att
     """
     from ..progress import resolve
 
-    data = None
+    best = None  # (probe spread, data) of the steadiest calibration so far
     for attempt in range(1, max(1, attempts) + 1):
         run = _Calibration(quick, progress).run()
-        if data is None or probe_spread(run) < probe_spread(data):
-            data = run
-        if probe_spread(run) <= STEADY:
+        spread = probe_spread(run)
+        if best is None or spread < best[0]:
+            best = (spread, run)
+        if spread <= STEADY:
             break
         if attempt < attempts and resolve(progress) != "off":
-            print(f"calibrate: the machine's speed changed {probe_spread(run):.2f}x while it was "
+            print(f"calibrate: the machine's speed changed {spread:.2f}x while it was "
                   "measured (other work on its cores?); measuring again", file=sys.stderr)
-    if probe_spread(data) > STEADY:
-        warnings.warn(f"the machine's speed changed {probe_spread(data):.2f}x during each of {attempts} "
+    spread, data = best
+    if spread > STEADY:
+        warnings.warn(f"the machine's speed changed {spread:.2f}x during each of {attempts} "
                       "calibrations (other work on its cores?): the profile is saved, but its times may "
                       "be off by as much; calibrate again when the machine is quiet",
                       CalibrationWarning, stacklevel=2)
