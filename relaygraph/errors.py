@@ -17,7 +17,8 @@ from .ir.node import NodeError
 
 __all__ = [
     "RelayError", "NodeError", "Span", "ParseError", "RelayTypeError", "RuleError", "EvalError",
-    "UnknownNameError", "OptionError", "format_diagnostic", "register_source", "source_text",
+    "UnknownNameError", "OptionError", "OptionValueError", "format_diagnostic", "register_source",
+    "source_text",
 ]
 
 # Spans made by a parser carry their own text (``Span.text``). For a span built by hand, the
@@ -93,6 +94,11 @@ class UnknownNameError(RelayError, KeyError):
 class OptionError(RelayError, TypeError):
     """An option the user gave that the named thing does not take, or a value it refuses (a
     limit that is not positive); a TypeError too."""
+
+
+class OptionValueError(RelayError, ValueError):
+    """A value of an option the named thing takes but refuses (a zoo model's width that its heads
+    do not divide); a ValueError too."""
 
 
 class _Diagnostic(RelayError):

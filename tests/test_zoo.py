@@ -215,6 +215,24 @@ def test_model_options_are_checked():
     assert mod["main"].params[0].type_annotation.shape == (1, 4, 16)
 
 
+@pytest.mark.parametrize("name, options, message", [
+    ("bert", ["hidden=30", "heads=4"], "bert: hidden (30) must be a multiple of heads (4)"),
+    ("vit-sima", ["width=30", "heads=4"], "sima: width (30) must be a multiple of heads (4)"),
+    ("vit-sima", ["image_size=50"], "sima: image_size (50) must be a multiple of patch_size (16)"),
+])
+def test_a_refused_option_value_is_the_users_error_not_an_internal_one(name, options, message, capsys):
+    from relaygraph.cli import main
+    from relaygraph.errors import OptionValueError
+
+    with pytest.raises(OptionValueError) as caught:
+        rg.zoo.get(name, **{k: int(v) for k, v in (o.split("=") for o in options)})
+    assert isinstance(caught.value, ValueError) and str(caught.value) == message
+    args = ["profile", "--model", name, "-q"] + [x for o in options for x in ("-O", o)]
+    assert main(args) != 0
+    err = capsys.readouterr().err
+    assert f"relaygraph: error: {message}" in err and "internal error" not in err
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_small_model_type_checks_prints_and_reparses(name):
     mod, params, inputs = small(name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import OptionValueError
 from .layers import Net
 
 __all__ = ["bert"]
@@ -42,7 +43,7 @@ def bert(num_layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: int 
     if small:
         num_layers, hidden, heads, seq_len = 2, 32, 4, 8
     if hidden % heads:
-        raise ValueError(f"bert: hidden ({hidden}) must be a multiple of heads ({heads})")
+        raise OptionValueError(f"bert: hidden ({hidden}) must be a multiple of heads ({heads})")
     inner = intermediate if intermediate is not None else 4 * hidden
     net = Net(seed, dtype)
     data = net.input("data", (batch_size, seq_len, hidden))

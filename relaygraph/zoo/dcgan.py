@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import OptionValueError
 from .layers import Net
 
 __all__ = ["dcgan"]
@@ -28,7 +29,7 @@ def dcgan(batch_size: int = 1, random_len: int = 100, oshape=(3, 64, 64), ngf: i
     ``small=True`` is the test configuration: ngf 8, a code of length 16.
     """
     if tuple(oshape[-2:]) != (64, 64):
-        raise ValueError(f"dcgan: only 64x64 images are supported, got oshape={tuple(oshape)}")
+        raise OptionValueError(f"dcgan: only 64x64 images are supported, got oshape={tuple(oshape)}")
     if small:
         ngf, random_len = 8, 16
     net = Net(seed, dtype)

@@ -8,6 +8,7 @@ exactly that graph, for comparisons with results reported on TVM's workload.
 
 from __future__ import annotations
 
+from ..errors import OptionValueError
 from .layers import Net
 
 __all__ = ["densenet"]
@@ -39,7 +40,8 @@ def densenet(densenet_size: int = 121, batch_size: int = 1, classes: int = 1000,
     ``small=True`` is the test configuration: 32x32 images, 10 classes, width 1/8.
     """
     if densenet_size not in _SPECS:
-        raise ValueError(f"densenet: densenet_size must be one of {sorted(_SPECS)}, got {densenet_size}")
+        raise OptionValueError(f"densenet: densenet_size must be one of {sorted(_SPECS)}, "
+                               f"got {densenet_size}")
     if small:
         image_shape, classes, width = (3, 32, 32), 10, 1 / 8
     init_features, growth, blocks = _SPECS[densenet_size]

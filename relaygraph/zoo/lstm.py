@@ -9,6 +9,7 @@ would make them impossible to pass by name).
 
 from __future__ import annotations
 
+from ..errors import OptionValueError
 from ..ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
 from ..ir.types import TensorType, TupleType
 from .layers import Net
@@ -83,7 +84,7 @@ def lstm(iterations: int = 8, num_hidden: int = 512, batch_size: int = 1, dtype:
     if small:
         iterations, num_hidden = 3, 16
     if iterations < 1:
-        raise ValueError(f"lstm: iterations must be >= 1, got {iterations}")
+        raise OptionValueError(f"lstm: iterations must be >= 1, got {iterations}")
     net = Net(seed, dtype)
     input_type = TensorType((batch_size, num_hidden), dtype)
     state_type = TupleType([input_type, input_type])

@@ -7,6 +7,7 @@ every channel count (1.0 is the real network) so tests can run the full depth ch
 
 from __future__ import annotations
 
+from ..errors import OptionValueError
 from .layers import Net
 
 __all__ = ["resnet"]
@@ -45,7 +46,7 @@ def resnet(num_layers: int = 18, batch_size: int = 1, num_classes: int = 1000,
     ``small=True`` is the test configuration: 64x64 images, 10 classes, width 1/16.
     """
     if num_layers not in _UNITS:
-        raise ValueError(f"resnet: num_layers must be one of {sorted(_UNITS)}, got {num_layers}")
+        raise OptionValueError(f"resnet: num_layers must be one of {sorted(_UNITS)}, got {num_layers}")
     if small:
         image_shape, num_classes, width = (3, 64, 64), 10, 1 / 16
     bottle_neck = num_layers >= 50

@@ -17,6 +17,7 @@ Activations stay 2-D, ``(batch * tokens, width)``, between attentions, as in ``b
 
 from __future__ import annotations
 
+from ..errors import OptionValueError
 from .layers import Net
 
 __all__ = ["sima"]
@@ -64,9 +65,10 @@ def sima(num_layers: int = 12, width: int = 192, heads: int = 4, image_size: int
         num_layers, width, heads, image_size, patch_size = 2, 32, 2, 32, 8
         num_classes = min(num_classes, 10)
     if width % heads:
-        raise ValueError(f"sima: width ({width}) must be a multiple of heads ({heads})")
+        raise OptionValueError(f"sima: width ({width}) must be a multiple of heads ({heads})")
     if image_size % patch_size:
-        raise ValueError(f"sima: image_size ({image_size}) must be a multiple of patch_size ({patch_size})")
+        raise OptionValueError(f"sima: image_size ({image_size}) must be a multiple of "
+                               f"patch_size ({patch_size})")
     side = image_size // patch_size
     tokens = side * side
     net = Net(seed, dtype)

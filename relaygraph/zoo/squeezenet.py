@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import OptionValueError
 from .layers import Net
 
 __all__ = ["squeezenet"]
@@ -35,7 +36,7 @@ def squeezenet(version: str = "1.0", batch_size: int = 1, num_classes: int = 100
     ``small=True`` is the test configuration: 64x64 images, 10 classes, width 1/8.
     """
     if version not in ("1.0", "1.1"):
-        raise ValueError(f"squeezenet: version must be '1.0' or '1.1', got {version!r}")
+        raise OptionValueError(f"squeezenet: version must be '1.0' or '1.1', got {version!r}")
     if small:
         image_shape, num_classes, width = (3, 64, 64), 10, 1 / 8
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import OptionValueError
 from .layers import Net
 
 __all__ = ["vgg"]
@@ -18,7 +19,7 @@ def vgg(num_layers: int = 11, batch_size: int = 1, num_classes: int = 1000,
     ``small=True`` is the test configuration: 32x32 images, 10 classes, width 1/16.
     """
     if num_layers not in _SPEC:
-        raise ValueError(f"vgg: num_layers must be one of {sorted(_SPEC)}, got {num_layers}")
+        raise OptionValueError(f"vgg: num_layers must be one of {sorted(_SPEC)}, got {num_layers}")
     if small:
         image_shape, num_classes, width = (3, 32, 32), 10, 1 / 16
     net = Net(seed, dtype)
