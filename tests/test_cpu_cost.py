@@ -784,6 +784,13 @@ def test_an_unsteady_calibration_keeps_the_steadiest_and_warns(tmp_path, monkeyp
     out, err = capsys.readouterr()
     assert "relaygraph: warning: the machine's speed changed 1.50x" in err
     assert "measuring again" in err and "steadiness" in out and "within 1.50x" in out
+    # one attempt: no second run, the warning says so; no attempt is refused by name
+    made = _fake_calibrations(monkeypatch, model, [1.7])
+    with pytest.warns(calibrate.CalibrationWarning, match=r"changed 1\.70x during the calibration "):
+        calibrate.calibrate(quick=True, path=str(tmp_path / "o.json"), progress=False, attempts=1)
+    assert len(made) == 1
+    with pytest.raises(rg.RelayError, match="attempts must be a positive integer"):
+        calibrate.calibrate(quick=True, path=str(tmp_path / "z.json"), progress=False, attempts=0)
 
 
 def test_a_calibration_records_a_probe_after_each_of_its_parts(monkeypatch):

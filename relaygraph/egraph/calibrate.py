@@ -942,9 +942,11 @@ def calibrate(quick: bool = False, path: str | None = None, progress="auto", att
     steadiest calibration is kept; if none was steady, a ``CalibrationWarning`` says so.
     """
     from ..progress import resolve
+    from ..validate import positive
 
+    positive("attempts", attempts, integer=True, allow_none=False)
     best = None  # (probe spread, data) of the steadiest calibration so far
-    for attempt in range(1, max(1, attempts) + 1):
+    for attempt in range(1, attempts + 1):
         run = _Calibration(quick, progress).run()
         spread = probe_spread(run)
         if best is None or spread < best[0]:
@@ -956,9 +958,10 @@ def calibrate(quick: bool = False, path: str | None = None, progress="auto", att
                   "measured (other work on its cores?); measuring again", file=sys.stderr)
     spread, data = best
     if spread > STEADY:
-        warnings.warn(f"the machine's speed changed {spread:.2f}x during each of {attempts} "
-                      "calibrations (other work on its cores?): the profile is saved, but its times may "
-                      "be off by as much; calibrate again when the machine is quiet",
+        made = f"each of {attempts} calibrations" if attempts > 1 else "the calibration"
+        warnings.warn(f"the machine's speed changed {spread:.2f}x during {made} (other work on its "
+                      "cores?): the profile is saved, but its times may be off by as much; calibrate "
+                      "again when the machine is quiet",
                       CalibrationWarning, stacklevel=2)
     data["key"] = machine_key()
     data["quick"] = quick
