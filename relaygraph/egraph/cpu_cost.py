@@ -48,8 +48,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # ops and a bias on the last axis, and the per-program overhead of a program run after other work;
 # products priced by interpolating the GEMM grid between its shapes, so the convolutions' ratios over
 # their product estimate changed; erf on the spread of a transformer expansion layer's outputs;
-# 10: fused dense and matmul ops timed alternated with the dense kernel they are measured against)
-FORMAT = 10
+# 10: fused dense and matmul ops timed alternated with the dense kernel they are measured against;
+# 11: convolutions, their fused ops and Winograd's ratio timed with the weight read cold, and the
+# in-program factors of convolutions over that cold time)
+FORMAT = 11
 PROFILE_STEM = "cpu-profile"
 
 
