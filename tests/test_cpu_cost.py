@@ -859,3 +859,28 @@ def test_convolutions_are_calibrated_with_the_weight_read_cold(model):
     assert len(cal.data["winograd"]) == len(pairs)
     assert all(row[-1] > 0 for row in cal.data["winograd"])
     assert cal.data["fused"] and all(len(rows) > 0 for rows in cal.data["fused"].values())
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_in_program_factors_come_from_residual_stages_at_two_sizes(quick):
+    """A convolution's in-program slowdown depends on its size and on what ran before it: the
+    factors come from direct and Winograd convolutions at two image sizes, each reading the fresh
+    output of a residual add (one block with one of each priced ResNet-34's layers 7-15% over)."""
+    from relaygraph.egraph.calibrate import _Calibration
+    from relaygraph.ir import iter_post_order
+    from relaygraph.ir.expr import Call
+
+    func = _Calibration(quick=quick, progress=False)._synthetic_programs()[0][0]
+    typed = rg.infer_type(rg.IRModule.from_expr(func))
+    sizes: dict[str, set] = {"nn.conv2d": set(), cpu_cost.WINOGRAD: set()}
+    after_add = 0
+    for node in iter_post_order(typed["main"].body):
+        if isinstance(node, Call) and getattr(node.op, "name", None) in sizes:
+            shape = typed.type_of(node.args[0]).shape
+            if node.op.name == cpu_cost.WINOGRAD or typed.type_of(node.args[1]).shape[2:] == (3, 3):
+                sizes[node.op.name].add(shape[2])
+            data = node.args[0]
+            after_add += isinstance(data, Call) and data.op.name == "nn.relu" and \
+                isinstance(data.args[0], Call) and data.args[0].op.name == "add"
+    assert len(sizes["nn.conv2d"]) >= 2 and len(sizes[cpu_cost.WINOGRAD]) >= 2
+    assert after_add >= 3
