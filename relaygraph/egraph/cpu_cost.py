@@ -50,8 +50,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # their product estimate changed; erf on the spread of a transformer expansion layer's outputs;
 # 10: fused dense and matmul ops timed alternated with the dense kernel they are measured against;
 # 11: convolutions, their fused ops and Winograd's ratio timed with the weight read cold, and the
-# in-program factors of convolutions over that cold time)
-FORMAT = 11
+# in-program factors of convolutions over that cold time; 12: the in-program factors measured on
+# two residual stages instead of one convolutional block)
+FORMAT = 12
 PROFILE_STEM = "cpu-profile"
 
 
