@@ -825,7 +825,8 @@ def test_convolutions_are_calibrated_with_the_weight_read_cold(model):
     512-channel layer on a 2x2 image kept its 9 MB in the cache and ran 0.6x its time in the
     program. So every convolution, fused convolution and Winograd measurement of the calibration is
     taken with the weight cold (rotating copies); only the fixed cost per call (a one-channel
-    weight) and the depthwise kernels (kilobytes of weight) are timed warm."""
+    weight) and the depthwise kernels' layout and epilogue ratios (kilobytes of weight) are timed
+    warm."""
     from relaygraph.egraph.calibrate import _Calibration
 
     cal = _Calibration(quick=True, progress=False)

@@ -618,10 +618,7 @@ class _Calibration:
             conv_attrs = {"strides": (stride, stride), "padding": (1, 1), "groups": c}
             kernel, attrs = _call("nn.conv2d", [x, w], **conv_attrs)
             out = kernel([x, w], attrs)
-            # the weight read cold, as a program reads it (and as the GEMM grid under the estimate
-            # is measured): looped on one weight, a 512-channel layer on a 2x2 image found its
-            # 9 MB in the cache and ran 0.6x its time in the program
-            t = self.cold_time(kernel, [x, w], attrs)
+            t = self.cold_time(kernel, [x, w], attrs)  # as the other convolutions (a few KB of weight)
             grouped.append([2.0 * out.size * 9, t])
             if size <= 56:  # channels-last (NHWC data, HWIO weight) as conv.rules makes it on small
                 # images: its time over this one's, as the median of alternated pairs
@@ -847,7 +844,7 @@ class _Calibration:
         # reading the fresh output of a batch norm, relu and residual add, as in the models. A
         # single block (one direct and one Winograd convolution, a 1x1 after a max pool) gave
         # factors of 1.13 and 1.23-1.28; ResNet-34's layers ran 1.01-1.07x and 1.08-1.13x their
-        # looped time in the program, and these stages measure 1.04 and 1.13
+        # looped time in the program, and these stages measure 1.04-1.06 and 1.09-1.13
         from ..ops.winograd import winograd_weight
         from .cpu_cost import WINOGRAD
 
