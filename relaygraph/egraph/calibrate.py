@@ -595,7 +595,7 @@ class _Calibration:
                 wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))  # weight cold:
                 # Winograd's transformed weight is 16/9 the direct one's, which a looped run
                 # keeps in the cache (there 512 channels on 7x7 measured 0.84x the direct
-                # kernel; cold, as in a program, 1.02x)
+                # kernel; cold, as in a program, 1.03-1.06x)
                 wino_t, direct_t = self.cold_times([(wk, [x, u], wattrs), (kernel, [x, w], attrs)])
                 winograd.append([*winograd_features(c, o, float(out.size)),
                                  wino_t / direct_t / tile_waste(*out.shape[2:])])
@@ -803,11 +803,9 @@ class _Calibration:
                 # a convolution's weight read cold, as its profile rows are measured (the factor
                 # is what a program adds to that)
                 if op_kind(call.op.name) == "conv" and len(args) > 1:
-                    looped = measure(_rotating(run, list(args), attrs, 1), self.repeats, self.min_seconds,
-                                     self.timer)
+                    looped = self.cold_time(run, list(args), attrs)
                 else:
-                    looped = measure(lambda r=run, a=args, e=attrs: r(a, e), self.repeats,
-                                     self.min_seconds, self.timer)
+                    looped = self.kernel_time(run, args, attrs)
                 # per kind and per op, summed over its instructions, so the larger kernels weigh
                 # most: a microsecond kernel's ratio says as much about the clock as about the
                 # kernel. Per op too, as a kind's sum is its largest kernels' ratio: erf's 1.0 hid
