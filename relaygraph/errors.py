@@ -17,8 +17,8 @@ from .ir.node import NodeError
 
 __all__ = [
     "RelayError", "NodeError", "Span", "ParseError", "RelayTypeError", "RuleError", "EvalError",
-    "UnknownNameError", "OptionError", "OptionValueError", "format_diagnostic", "register_source",
-    "source_text",
+    "UnknownNameError", "OptionError", "OptionValueError", "RelayWarning", "format_diagnostic",
+    "register_source", "source_text",
 ]
 
 # Spans made by a parser carry their own text (``Span.text``). For a span built by hand, the
@@ -99,6 +99,11 @@ class OptionError(RelayError, TypeError):
 class OptionValueError(RelayError, ValueError):
     """A value of an option the named thing takes but refuses (a zoo model's width that its heads
     do not divide); a ValueError too."""
+
+
+class RelayWarning(UserWarning):
+    """A warning for the user (not a bug): the command line prints it as ``relaygraph: warning:
+    ...``, whichever command raised it."""
 
 
 class _Diagnostic(RelayError):

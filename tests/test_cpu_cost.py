@@ -820,6 +820,24 @@ def test_in_program_factors_are_the_median_of_rounds(monkeypatch):
     assert cal.data["in_program"] == {"add": 2.0, "nn.max_pool2d": 1.4, "tanh": 1.1}
 
 
+def test_every_command_reports_an_unsteady_calibration_in_its_own_words(tmp_path, monkeypatch, model,
+                                                                       capsys):
+    """A command that calibrates a missing profile on its way (``optimize``, as ``make demo`` does)
+    says the machine's speed changed as ``relaygraph calibrate`` does: ``relaygraph: warning:
+    ...``, not Python's warning line with a file path and a source line."""
+    _fake_calibrations(monkeypatch, model, [1.6, 1.5])
+    monkeypatch.setenv("RELAYGRAPH_PROFILE_DIR", str(tmp_path))
+    monkeypatch.setenv("RELAYGRAPH_CALIBRATE", "quick")
+    cpu_cost.reset_default()
+    try:
+        assert main(["optimize", "--model", "residual-mlp", "--small", "--no-progress"]) == 0
+    finally:
+        cpu_cost.reset_default()
+    err = capsys.readouterr().err
+    assert "relaygraph: warning: the machine's speed changed 1.50x during each of 2 calibrations" in err
+    assert "CalibrationWarning" not in err and ".py:" not in err
+
+
 def test_convolutions_are_calibrated_with_the_weight_read_cold(model):
     """A program reads each convolution's weight once a run, from memory: looped on one weight, a
     512-channel layer on a 2x2 image kept its 9 MB in the cache and ran 0.6x its time in the

@@ -10,13 +10,15 @@ internal error (a bug in relaygraph: its traceback is printed with ``--debug`` o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
 import sys
 import traceback
+import warnings
 
-from ..errors import RelayError
+from ..errors import RelayError, RelayWarning
 from ..progress import quiet
 
 __all__ = ["main", "build_parser", "error_message", "UsageError", "EXIT_USAGE", "EXIT_INTERNAL"]
@@ -53,13 +55,31 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        with quiet(args.quiet):
+        with quiet(args.quiet), _user_warnings():
             return args.run(args)
     except (UsageError, RelayError, OSError) as exc:
         print(error_message(exc), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - anything else is a bug, reported as one
         return _internal_error(exc, args.debug or bool(os.environ.get("RELAYGRAPH_DEBUG")))
+
+
+@contextlib.contextmanager
+def _user_warnings():
+    """Warnings for the user (``RelayWarning``: a calibration during which the machine's speed
+    changed, ...) printed as ``relaygraph: warning: ...``, each time, whatever command raised
+    them; other warnings as Python shows them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RelayWarning)
+        show = warnings.showwarning
+
+        def show_user(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, RelayWarning):
+                print(f"relaygraph: warning: {message}", file=sys.stderr)
+            else:
+                show(message, category, filename, lineno, file, line)
+        warnings.showwarning = show_user
+        yield
 
 
 def error_message(exc: Exception) -> str:

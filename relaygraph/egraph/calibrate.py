@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..errors import RelayWarning
 from ..ir.expr import Call, Tuple, TupleGetItem
 from ..ir.module import IRModule
 from ..ir.traversal import iter_post_order
@@ -266,7 +267,7 @@ def _rotating(kernel, args: list, attrs, weight: int):
     return call
 
 
-class CalibrationWarning(UserWarning):
+class CalibrationWarning(RelayWarning):
     """The machine's speed changed while it was calibrated: its profile may mislead."""
 
 
