@@ -236,6 +236,13 @@ def proper(report) -> float:
     return report.seconds - report.load_seconds
 
 
+def figures(report) -> tuple[float, float, float, int, float]:
+    """(saturation proper, egglog seconds, new signatures' seconds, e-nodes, loading) of a report."""
+    its = report.iterations
+    return (proper(report), sum(i.egglog_seconds for i in its), sum(i.typing_seconds for i in its),
+            report.nodes, report.load_seconds)
+
+
 def compare(label: str, fn: rg.Function, rules, iterations: int, runs: int = 7) -> None:
     """Plain egglog (untyped and typed) against rg.saturate in this process and in a worker (the
     default path), medians of ``runs`` interleaved."""
@@ -247,20 +254,19 @@ def compare(label: str, fn: rg.Function, rules, iterations: int, runs: int = 7) 
     for _ in range(runs):
         untyped.append(plain_run(fn, rules, iterations))
         typed.append(plain_run(fn, rules, iterations, typing))
-        mine.append(ours(fn, rules, iterations, False))
-        worker.append(ours(fn, rules, iterations, True))
+        # Only the figures are kept: a report holds its e-graph (here, or in the worker).
+        mine.append(figures(ours(fn, rules, iterations, False)))
+        worker.append(figures(ours(fn, rules, iterations, True)))
     med = statistics.median
     u, t = med(r[0] for r in untyped), med(r[0] for r in typed)
     print(f"-- {label}: {len(rules)} rules, {iterations} iterations (medians of {runs}, interleaved)")
     print(f"   plain egglog, untyped   {u:7.3f} s  {untyped[0][1]:>8} e-nodes")
     print(f"   plain egglog, typed     {t:7.3f} s  {typed[0][1]:>8} e-nodes")
-    for name, reports in (("rg.saturate in process", mine), ("rg.saturate, worker", worker)):
-        spent = med(proper(r) for r in reports)
-        egglog = med(sum(i.egglog_seconds for i in r.iterations) for r in reports)
-        sigs = med(sum(i.typing_seconds for i in r.iterations) for r in reports)
-        print(f"   {name:<23} {spent:7.3f} s  {reports[0].nodes:>8} e-nodes  ratio {spent / u:5.2f} "
+    for name, rows in (("rg.saturate in process", mine), ("rg.saturate, worker", worker)):
+        spent, egglog, sigs = (med(r[i] for r in rows) for i in range(3))
+        print(f"   {name:<23} {spent:7.3f} s  {rows[0][3]:>8} e-nodes  ratio {spent / u:5.2f} "
               f"untyped, {spent / t:5.2f} typed  (egglog {egglog:.3f} s, new signatures {sigs:.3f} s)")
-    load = med(r.load_seconds for r in worker)
+    load = med(r[4] for r in worker)
     print(f"   worker loading (process reused, e-graph rebuilt there): {load:.3f} s; first call "
           f"{cold.load_seconds:.3f} s (starts the process)")
 
@@ -285,7 +291,7 @@ def bench_saturation() -> None:
     chain = rg.Function(xs, total)
     rg.infer_type(IRModule.from_expr(chain))
     compare("a sum of 60 terms, commute and reassociate", chain,
-            [r for r in unconditional if r.name in ("add-commute", "add-assoc", "add-assoc<=")], 4, runs=2)
+            [r for r in unconditional if r.name in ("add-commute", "add-assoc", "add-assoc<=")], 4, runs=7)
     report = ours(bert, egglog_only, 6, False)
     print(report)
 
