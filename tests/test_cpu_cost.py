@@ -612,6 +612,16 @@ def test_a_matrix_transpose_costs_the_copy_a_product_would_need(model):
         curve_at(model.profile.curve("transpose"), 16 * 8 * 64))
 
 
+def test_dropout_costs_the_contiguous_writes_of_its_two_outputs(model):
+    # its kernel copies the input and fills a mask; the family "other" priced it as a strided
+    # copy, 7x its measured time in SqueezeNet
+    x = T((1, 512, 13, 13), "float32")
+    attrs = rg.ops.lookup("nn.dropout").resolve({})
+    cost = model.kernel("nn.dropout", attrs, [x], rg.TupleType([x, x]))
+    assert cost == pytest.approx(curve_at(model.profile.curve("copy"), 2 * 512 * 13 * 13))
+    assert cost < curve_at(model.profile.curve("copy_strided"), 2 * 512 * 13 * 13)
+
+
 def test_a_weight_passed_as_an_argument_keeps_the_dense_layout(model):
     # an LSTM's cells take their weights as arguments: transpose(w) is not folded, and a matmul
     # on its view ran slower than the dense it replaced. A profile where the (K, N) layout saves

@@ -30,7 +30,7 @@ def _ops(mod) -> dict:
 def test_every_cpu_rule_is_sound():
     rules = load_rules(CPU_RULES)
     results = check_rules(rules)
-    assert len(results) == len(rules) >= 9
+    assert len(results) == len(rules) >= 10
     assert all(r.status == "sound" for r in results), format_results(results)
 
 
@@ -90,6 +90,22 @@ def test_simplify_inference_form_folds_into_conv2d():
                       keep_fused_ops=True, cost="latency")
     assert res.check_passed is True, res.check_text()
     assert set(res.ops_after) == {"fused.conv2d_bias"}
+
+
+def test_dropout_goes_at_inference_and_values_are_kept():
+    x = rg.var("x", rg.TensorType((1, 8, 6, 6), F32))
+    w = rg.var("w", rg.TensorType((4, 8, 1, 1), F32))
+    y = rg.TupleGetItem(rg.op.nn.dropout(rg.op.nn.relu(x), rate=0.5), 0)
+    mod = rg.IRModule.from_expr(rg.Function([x, w], rg.op.nn.conv2d(y, w)))
+    res = rg.optimize(mod, rules=[CPU_RULES], seed=1, repeats=1, timing_budget=0.0, cost="latency")
+    assert res.check_passed is True, res.check_text()
+    assert "nn.dropout" in res.ops_before and "nn.dropout" not in res.ops_after
+    # the mask (the second output) has no such rewrite: a program reading it keeps the dropout
+    both = rg.op.nn.dropout(x)
+    kept = rg.IRModule.from_expr(rg.Function([x], rg.op.add(rg.TupleGetItem(both, 0),
+                                                             rg.TupleGetItem(both, 1))))
+    res = rg.optimize(kept, rules=[CPU_RULES], seed=1, repeats=1, timing_budget=0.0, cost="latency")
+    assert res.check_passed is True and res.ops_after.get("nn.dropout") == 1
 
 
 def test_symbolic_shapes_do_not_fire_the_shape_conditioned_rule():

@@ -789,6 +789,11 @@ class CpuCost:
             return self._conv2d(attrs, arg_types, out_type)
         if op == "nn.conv2d_transpose":
             return self._conv2d_transpose(attrs, arg_types, out_type)
+        if op == "nn.dropout" and self.profile.curve("copy"):
+            # at inference its kernel copies the input and fills the mask with ones: contiguous
+            # writes of its two outputs (priced by the family "other", a strided copy, it came
+            # out 7x its measured time in SqueezeNet)
+            return curve_at(self.profile.curve("copy"), max(_numel(out_type), 1.0))
         if op == "transpose":
             layout = _LAYOUT_CHANGES.get(tuple(attrs.get("axes") or ()))
             if layout and self.profile.curve(layout):  # its consumer pays the permuting copy
