@@ -510,7 +510,7 @@ class _Calibration:
                        # at 0.7 of its time (measured 1.2-1.4x the direct kernel's)
                        (64, 112, 128, (3, 3), 1, (1, 1)),
                        # and as many channels out as in (VGG's second block): there Winograd takes
-                       # 0.8 of the direct kernel's time, which the rows around it put at 0.96
+                       # 0.80-0.85 of the direct kernel's time, which the rows around it put at 0.96
                        (128, 112, 128, (3, 3), 1, (1, 1))]
         return shapes
 
