@@ -30,6 +30,9 @@ def _program(x_shape, w_shape, call: str, extra: str = "", dtype=F32) -> rg.IRMo
     ((2, 4, 9, 7), 3, (0, 0, 0, 0)),      # odd output: the last tile row and column are cropped
     ((1, 2, 6, 11), 4, (2, 0, 1, 3)),     # asymmetric padding
     ((1, 3, 10, 9), 2, (-1, 1, 0, -2)),   # negative padding crops, as nn.conv2d does
+    # fewer tiles than output channels: the products by output channel (the weight as stored)
+    ((2, 4, 3, 4), 40, (1, 1, 1, 1)),     # two images, an odd output height
+    ((1, 5, 2, 2), 9, (1, 1, 1, 1)),      # one tile
 ])
 def test_winograd_matches_conv2d(x_shape, out_channels, padding):
     rng = np.random.default_rng(0)
@@ -58,17 +61,18 @@ def test_weight_transform_is_g_w_g_transposed():
     ("fused.winograd_relu", "nn.relu(%1)"),
     ("fused.winograd_bias_relu", "nn.relu(nn.bias_add(%1, %b))"),
 ])
-def test_fused_winograd_ops_match_their_parts(fused, tail):
+@pytest.mark.parametrize("x_shape, o", [((1, 3, 7, 8), 4), ((2, 3, 3, 5), 24)])  # more tiles; more channels
+def test_fused_winograd_ops_match_their_parts(fused, tail, x_shape, o):
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((1, 3, 7, 8)).astype(F32)
-    w = rng.standard_normal((4, 3, 3, 3)).astype(F32)
-    b = rng.standard_normal(4).astype(F32)
+    x = rng.standard_normal(x_shape).astype(F32)
+    w = rng.standard_normal((o, x_shape[1], 3, 3)).astype(F32)
+    b = rng.standard_normal(o).astype(F32)
     bias = ", %b" if "bias" in fused else ""
-    mod = _program((1, 3, 7, 8), (4, 3, 3, 3),
+    mod = _program(x_shape, (o, x_shape[1], 3, 3),
                    "%0 = nn.contrib_conv2d_winograd_weight_transform(%w, tile_size=2);\n"
                    f"  %1 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);\n"
                    f"  ({fused}(%x, %0{bias}, tile_size=2, padding=[1, 1, 1, 1]), {tail})",
-                   extra=", %b: Tensor[(4), float32]")
+                   extra=f", %b: Tensor[({o}), float32]")
     got, want = rg.evaluate(mod, x, w, b)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 

@@ -53,8 +53,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # in-program factors of convolutions over that cold time; 12: the in-program factors measured on
 # two residual stages instead of one convolutional block; 13: a 128-channel 3x3 convolution on a
 # 112-pixel image among the calibrated shapes, where Winograd's ratio was interpolated at 0.96
-# and measures 0.80-0.85)
-FORMAT = 13
+# and measures 0.80-0.85; 14: Winograd's products by output channel when there are fewer tiles
+# than output channels, which took its ratio at 256 channels on 14x14 from 0.90-1.04 to 0.71-0.79)
+FORMAT = 14
 PROFILE_STEM = "cpu-profile"
 
 
