@@ -128,20 +128,26 @@ def _input_transform(x: np.ndarray, padding, th: int, tw: int) -> np.ndarray:
     return v
 
 
-def _output_transform(m: np.ndarray, oh: int, ow: int, relu: bool = False) -> np.ndarray:
-    """``A^T m A`` of every tile of (4, 4, th, tw, N, O), written as the (N, O, oh, ow) output;
-    with ``relu``, the maximum with 0 taken in place on that output."""
-    _, _, th, tw, n, o = m.shape
-    out = np.empty((th, 2, tw, 2, n, o), m.dtype)
+def _inverse_tiles(m: np.ndarray, out) -> None:
+    """``A^T m A`` over the two leading (4, 4) axes of ``m``: output ``(r, c)`` of every tile
+    written into the view ``out(r, c)``."""
     s0 = m[0] + m[1]
     s0 += m[2]
     s1 = m[1] - m[2]
     s1 -= m[3]
     for r, s in enumerate((s0, s1)):
         left = s[0] + s[1]
-        np.add(left, s[2], out=out[:, r, :, 0])
+        np.add(left, s[2], out=out(r, 0))
         right = s[1] - s[2]
-        np.subtract(right, s[3], out=out[:, r, :, 1])
+        np.subtract(right, s[3], out=out(r, 1))
+
+
+def _output_transform(m: np.ndarray, oh: int, ow: int, relu: bool = False) -> np.ndarray:
+    """``A^T m A`` of every tile of (4, 4, th, tw, N, O), written as the (N, O, oh, ow) output;
+    with ``relu``, the maximum with 0 taken in place on that output."""
+    _, _, th, tw, n, o = m.shape
+    out = np.empty((th, 2, tw, 2, n, o), m.dtype)
+    _inverse_tiles(m, lambda r, c: out[:, r, :, c])
     src = out.reshape(2 * th, 2 * tw, n, o)[:oh, :ow]
     result = np.empty((n, o, oh, ow), m.dtype)
     # the transposing copy in bands of rows whose source stays in L1: in one piece each source
@@ -161,15 +167,7 @@ def _output_transform_by_channel(m: np.ndarray, oh: int, ow: int, relu: bool = F
     _, _, o, th, tw, n = m.shape
     full = np.empty((n, o, 2 * th, 2 * tw), m.dtype)
     tiles = full.reshape(n, o, th, 2, tw, 2)
-    s0 = m[0] + m[1]
-    s0 += m[2]
-    s1 = m[1] - m[2]
-    s1 -= m[3]
-    for r, s in enumerate((s0, s1)):
-        left = s[0] + s[1]
-        np.add(left, s[2], out=tiles[:, :, :, r, :, 0].transpose(1, 2, 3, 0))
-        right = s[1] - s[2]
-        np.subtract(right, s[3], out=tiles[:, :, :, r, :, 1].transpose(1, 2, 3, 0))
+    _inverse_tiles(m, lambda r, c: tiles[:, :, :, r, :, c].transpose(1, 2, 3, 0))
     result = full if (2 * th, 2 * tw) == (oh, ow) else np.ascontiguousarray(full[:, :, :oh, :ow])
     return relu_in_place(result) if relu else result
 
