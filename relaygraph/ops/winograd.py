@@ -177,7 +177,7 @@ def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding, bias: np.ndarray | No
     """Convolution of NCHW ``x`` with a transformed weight ``u`` (4, 4, O, C), stride 1; with a
     channel ``bias`` and a ``relu`` after it in the same kernel. The bias goes into the products
     of tile position (1, 1), whose coefficient in every output of its tile is 1 (a sixteenth of
-    a pass instead of one), and the relu into the copy to NCHW."""
+    a pass instead of one), and the relu in place on the output."""
     x, padding = crop_negative_padding(x, padding)
     n, c, h, wd = x.shape
     o = u.shape[2]
