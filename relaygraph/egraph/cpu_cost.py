@@ -383,6 +383,14 @@ def _shape(t) -> tuple:
     return tuple(int(d) if isinstance(d, int) else int(_numel(TensorType((d,), "float32"))) for d in t.shape)
 
 
+# What an op not calibrated costs per element of its work: its own reference op's curve where its
+# family's misleads, else its family's. At inference dropout's kernel copies its input and fills
+# its mask with ones, contiguous writes of its two outputs: priced as the family "other" (a
+# strided copy) it came out 7x its measured time in SqueezeNet.
+_REFERENCE = {"nn.dropout": "copy"}
+_FAMILY_REFERENCE = {"elementwise": "add", "reduce": "sum", "pool": "nn.max_pool2d", "layout": "copy_strided"}
+
+
 def op_kind(op: str) -> str:
     """The family an op is costed (and reported) in: gemm, conv, elementwise, reduce, layout,
     pool, fused, or other."""
@@ -792,11 +800,6 @@ class CpuCost:
             return self._conv2d(attrs, arg_types, out_type)
         if op == "nn.conv2d_transpose":
             return self._conv2d_transpose(attrs, arg_types, out_type)
-        if op == "nn.dropout" and self.profile.curve("copy"):
-            # at inference its kernel copies the input and fills the mask with ones: contiguous
-            # writes of its two outputs (priced by the family "other", a strided copy, it came
-            # out 7x its measured time in SqueezeNet)
-            return curve_at(self.profile.curve("copy"), max(_numel(out_type), 1.0))
         if op == "transpose":
             layout = _LAYOUT_CHANGES.get(tuple(attrs.get("axes") or ()))
             if layout and self.profile.curve(layout):  # its consumer pays the permuting copy
@@ -831,11 +834,11 @@ class CpuCost:
             if wide and same:  # the broadcasting loop's cost, as measured on add
                 n = max(work, 1.0)
                 return curve_at(points, n) * curve_at(wide, n) / curve_at(same, n)
+        if points is None and op in _REFERENCE:
+            points = self.profile.curve(_REFERENCE[op])
         if points is None:
-            kind = op_kind(op)
             # an op not calibrated costs what its family's reference op costs per element
-            points = self.profile.curve({"elementwise": "add", "reduce": "sum", "pool": "nn.max_pool2d",
-                                         "layout": "copy_strided"}.get(kind, "copy_strided"))
+            points = self.profile.curve(_FAMILY_REFERENCE.get(op_kind(op), "copy_strided"))
         return curve_at(points, max(work, 1.0))
 
     def _dense(self, arg_types, out_type) -> float:
