@@ -431,7 +431,11 @@ class _Calibration:
     def _gemm_grid(self) -> list:
         ms = (1, 64, 512) if self.quick else (1, 16, 128, 512, 2048, 8192)
         nk = (32, 256) if self.quick else (16, 64, 256, 1024, 4096)
-        return [(m, n, k) for m in ms for n in nk for k in nk if 2.0 * m * n * k <= self.max_flops]
+        grid = [(m, n, k) for m in ms for n in nk for k in nk if 2.0 * m * n * k <= self.max_flops]
+        # a one-row product on a weight far larger than the cache (a classifier on VGG's 25088
+        # features): its rate falls from 22.7 GB/s of weight at 4096 deep to 18.5 at 16384, so the
+        # 4096-deep rate held flat priced VGG's 4096x25088 dense at 0.8x its time
+        return grid if self.quick else grid + [(1, 4096, 16384)]
 
     def gemm(self) -> None:
         for m, n, k in self._gemm_grid():
@@ -511,7 +515,12 @@ class _Calibration:
                        (64, 112, 128, (3, 3), 1, (1, 1)),
                        # and as many channels out as in (VGG's second block): there Winograd takes
                        # 0.80-0.85 of the direct kernel's time, which the rows around it put at 0.96
-                       (128, 112, 128, (3, 3), 1, (1, 1))]
+                       (128, 112, 128, (3, 3), 1, (1, 1)),
+                       # VGG's deeper 3x3 layers: the rows around them put Winograd 8-14% over its
+                       # measured time there (256 channels on 56x56: 0.60 of the direct kernel, where
+                       # its nearest rows give 0.69)
+                       (128, 56, 256, (3, 3), 1, (1, 1)), (256, 56, 256, (3, 3), 1, (1, 1)),
+                       (256, 28, 512, (3, 3), 1, (1, 1)), (512, 14, 512, (3, 3), 1, (1, 1))]
         return shapes
 
     def _depthwise_shapes(self) -> list:

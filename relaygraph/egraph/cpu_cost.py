@@ -54,8 +54,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # two residual stages instead of one convolutional block; 13: a 128-channel 3x3 convolution on a
 # 112-pixel image among the calibrated shapes, where Winograd's ratio was interpolated at 0.96
 # and measures 0.80-0.85; 14: Winograd's products by output channel when there are fewer tiles
-# than output channels, which took its ratio at 256 channels on 14x14 from 0.90-1.04 to 0.71-0.79)
-FORMAT = 14
+# than output channels, which took its ratio at 256 channels on 14x14 from 0.90-1.04 to 0.71-0.79;
+# 15: VGG's 3x3 layers on 56-, 28- and 14-pixel images among the calibrated shapes, where the
+# nearest rows priced Winograd 8-14% over its measured time, and a one-row product with a 256 MB
+# weight in the GEMM grid, where VGG's 25088-deep dense ran 1.2x the rate of the 4096-deep one)
+FORMAT = 15
 PROFILE_STEM = "cpu-profile"
 
 
