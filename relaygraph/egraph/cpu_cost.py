@@ -57,7 +57,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # than output channels, which took its ratio at 256 channels on 14x14 from 0.90-1.04 to 0.71-0.79;
 # 15: VGG's 3x3 layers on 56-, 28- and 14-pixel images among the calibrated shapes, where the
 # nearest rows priced Winograd 8-14% over its measured time, and a one-row product with a 256 MB
-# weight in the GEMM grid, where VGG's 25088-deep dense ran 1.2x the rate of the 4096-deep one)
+# weight in the GEMM grid, where VGG's 25088-deep dense ran 1.2x the rate of the 4096-deep one;
+# and in-program factors measured only on kernels a program can slow by a fair share of their
+# time, so that an arithmetic-bound one like erf no longer sets a factor from its noise)
 FORMAT = 15
 PROFILE_STEM = "cpu-profile"
 
