@@ -832,12 +832,12 @@ class _Calibration:
                 slowed = model.slowed(call.op.name, looped - floor, traffic) * model.warm(
                     call.op.name, attrs or {}, arg_types, _type_of(out))
                 if 0.0 < slowed < _MEMORY_SHARE * (looped - floor):
-                    # mostly arithmetic (erf over a transformer's expansion: 1.5 ms looped, 40 us
+                    # mostly arithmetic (erf over a transformer's expansion: 3.3 ms looped, 26 us
                     # of it moving data): its time in the program less its looped time is mostly
                     # the noise of that arithmetic, which over the small part a program slows
                     # gave erf factors from the floor 0.5 to 2.6 between calibrations. Left out,
                     # the op takes its kind's factor (on the same small part). (A convolution whose
-                    # data outgrows the cache slows by nothing: it keeps its factor of 1.)
+                    # data outgrows the cache, with no part a program slows, is counted as before.)
                     continue
                 for key in (f"kind:{op_kind(call.op.name)}", call.op.name):
                     measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:]) - looped
