@@ -69,6 +69,9 @@ __all__ = ["calibrate", "measure", "measure_alternated", "Probe", "CalibrationWa
 F32 = np.float32
 COLD_BYTES = 48 << 20  # more than the last-level caches of the machines this runs on
 MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
+# An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
+# time above the fixed cost says little about the in-program factor (see _in_program_round)
+_MEMORY_SHARE = 0.2
 
 
 def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-3,
@@ -916,11 +919,6 @@ class _Calibration:
         f = op("nn.dense", f, weight(hidden, hidden * 2))
         attention = (Function([h], op("tanh", op("add", f, a))), [_rand(r, (tokens, hidden))])
         return [conv, fire, attention]
-
-
-# An instruction whose slowed part (see CpuCost.slowed) is less than this share of its time above
-# the fixed cost says little about the in-program factor (see _in_program_round)
-_MEMORY_SHARE = 0.2
 
 
 def _type_of(value):
