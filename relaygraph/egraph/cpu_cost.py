@@ -59,8 +59,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # nearest rows priced Winograd 8-14% over its measured time, and a one-row product with a 256 MB
 # weight in the GEMM grid, where VGG's 25088-deep dense ran 1.2x the rate of the 4096-deep one;
 # and in-program factors measured only on kernels a program can slow by a fair share of their
-# time, so that an arithmetic-bound one like erf no longer sets a factor from its noise)
-FORMAT = 15
+# time, so that an arithmetic-bound one like erf no longer sets a factor from its noise; 16:
+# in-program factors timed with the plan freeing values as a program does, where the timing had
+# kept every value alive and so priced elementwise ops and pools 1.1-1.6x their time in programs)
+FORMAT = 16
 PROFILE_STEM = "cpu-profile"
 
 

@@ -242,7 +242,7 @@ def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[fl
     """The executor's plan of ``func`` with each instruction timed into ``samples`` in place (its
     order, and its freeing of values after their last use, as when the program runs), or None
     when the plan's instructions are not the steps one for one."""
-    from ..eval.executor import Plan, compile_function
+    from ..eval.executor import compile_function
 
     plan = compile_function(func)
     if plan is None or len(plan.instrs) != len(steps):
@@ -252,7 +252,9 @@ def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[fl
                 or step.info[2] == "fused"):
             return None
 
-    def timed(run, out):
+    def timed(run, i):
+        out = samples[i]
+
         def go(args, extra):
             start = clock()
             value = run(args, extra)
@@ -260,10 +262,7 @@ def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[fl
             return value
         return go
 
-    return Plan(plan.num_slots, plan.param_slots, plan.constants,
-                [(timed(run, out), ins, slot, extra, frees)
-                 for (run, ins, slot, extra, frees), out in zip(plan.instrs, samples, strict=True)],
-                plan.labels, plan.output)
+    return plan.instrumented(timed)
 
 
 def _run_steps(func: Function, steps: list[_Step], values: list, clock, samples: list[list[float]]) -> None:

@@ -86,6 +86,14 @@ class Plan:
             raise kernel_failure(self.labels[i] if i >= 0 else "executor", args, exc) from exc
         return env[self.output]
 
+    def instrumented(self, how) -> Plan:
+        """This plan with each instruction's ``run`` replaced by ``how(run, index)`` (a wrapper
+        that times or inspects it in place: same order, same frees)."""
+        return Plan(self.num_slots, self.param_slots, self.constants,
+                    [(how(run, i), ins, out, extra, frees)
+                     for i, (run, ins, out, extra, frees) in enumerate(self.instrs)],
+                    self.labels, self.output)
+
     def listing(self) -> str:
         """The instruction list, one line per step (for inspection and tests)."""
         lines = []
