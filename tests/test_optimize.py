@@ -224,3 +224,20 @@ def test_bert_query_key_value_are_merged():
     assert res.ops_after.get("fused.reshape_transpose_reshape", 0) == 4 * layers
     assert "nn.layer_norm" not in res.ops_after and "transpose" not in res.ops_after
     assert res.check_passed
+
+
+def test_a_function_with_nothing_cheaper_is_kept_as_written():
+    # diamond-chain's rules find only reorderings (add's operands swapped): no cheaper program.
+    # The function comes back as written, not as an equal-cost extraction that commutes adds
+    # (whose speed moved 0.97-1.09x with the tie-break alone), and the result says so.
+    mod, params = rg.zoo.get("diamond-chain", small=True)
+    res = rg.optimize(mod, params=params, cost="flops", time_limit=None, repeats=1, timing_budget=0.0)
+    assert res.functions["main"].startswith("kept unchanged (the e-graph found nothing cheaper")
+    assert res.cost_after == res.cost_before
+    assert rg.astext(res.module) == rg.astext(rg.infer_type(mod))
+    assert res.ops_after == res.ops_before and res.check_passed
+    assert "kept unchanged" in res.summary()
+    # with a gain (the residual MLP's bias and relu fuse into its products) the program changes
+    mod, params = rg.zoo.get("residual-mlp", small=True)
+    res = rg.optimize(mod, params=params, cost="cpu", time_limit=None, repeats=1, timing_budget=0.0)
+    assert res.functions["main"] == "rewritten" and res.cost_after < res.cost_before
