@@ -61,8 +61,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # and in-program factors measured only on kernels a program can slow by a fair share of their
 # time, so that an arithmetic-bound one like erf no longer sets a factor from its noise; 16:
 # in-program factors timed with the plan freeing values as a program does, where the timing had
-# kept every value alive and so priced elementwise ops and pools 1.1-1.6x their time in programs)
-FORMAT = 16
+# kept every value alive and so priced elementwise ops and pools 1.1-1.6x their time in programs;
+# 17: erf, sigmoid and leaky_relu timed on distinct inputs in turn, as a program runs them, where
+# looped on one input the branch predictor learned its values and they ran 2.2-3.2x faster)
+FORMAT = 17
 PROFILE_STEM = "cpu-profile"
 
 
