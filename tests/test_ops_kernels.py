@@ -12,6 +12,7 @@ from scipy.signal import correlate2d
 from scipy.special import log_softmax as sp_log_softmax
 from scipy.special import softmax as sp_softmax
 
+from relaygraph.errors import RelayError
 from relaygraph.ir import TensorType
 from relaygraph.ops import get
 
@@ -340,3 +341,31 @@ def test_global_pools_one_bin_reduction(dtype):
         x[1, 2, 3, 4] = np.nan
         assert np.isnan(run("nn.global_avg_pool2d", [x])[1, 2, 0, 0])
         assert np.isnan(run("nn.global_max_pool2d", [x])[1, 2, 0, 0])
+
+
+def test_max_pool2d_separable_matches_the_window_maximum_everywhere():
+    # the kernel takes the maximum over each window's rows, then over its columns: every window
+    # shape, stride, dilation, padding (even and uneven) and ceil mode against the reference
+    rng = np.random.default_rng(5)
+    checked = 0
+    for (h, w), pool, strides, padding, dilation, ceil_mode in itertools.product(
+            ((7, 7), (8, 9), (5, 6)), ((1, 1), (2, 2), (3, 2), (2, 3)), ((1, 1), (2, 2), (3, 2)),
+            ((0, 0, 0, 0), (1, 1, 1, 1), (1, 2, 0, 1)), ((1, 1), (2, 1)), (False, True)):
+        x = rng.standard_normal((1, 2, h, w))
+        try:
+            got = run("nn.max_pool2d", [x], pool_size=pool, strides=strides, padding=padding,
+                      dilation=dilation, ceil_mode=ceil_mode)
+        except RelayError:
+            continue  # the window does not fit: the type relation says so
+        try:
+            want = ref_pool(x, "max", pool, strides, padding, dilation, ceil_mode, False)
+        except ValueError:  # a window wholly in the padding: the kernel gives -inf, as TVM does
+            assert np.isneginf(got).any()
+            continue
+        assert got.shape == want.shape and np.array_equal(got, want), (h, w, pool, strides, padding, dilation)
+        checked += 1
+    assert checked > 200
+    ints = (rng.standard_normal((1, 3, 9, 8)) * 100).astype(np.int32)  # padding with int32's lowest
+    got = run("nn.max_pool2d", [ints], pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+    want = ref_pool(ints, "max", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, False)
+    assert got.dtype == np.int32 and np.array_equal(got, want)

@@ -74,6 +74,8 @@ def _slide(padded: np.ndarray, g: dict) -> np.ndarray:
 
 def _pad_to(x: np.ndarray, g: dict, fill) -> np.ndarray:
     (pt, pl, _, _), (xb, xr) = g["pads"], g["extra"]
+    if not (pt or pl or xb or xr):
+        return x  # np.pad copies even when it adds nothing (0.54 ms on VGG's 64x224x224)
     return np.pad(x, ((0, 0), (0, 0), (pt, xb), (pl, xr)), constant_values=fill)
 
 
@@ -85,14 +87,28 @@ def _max_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
     x = to_canonical(args[0], layout, "NCHW")
     g = _geometry(*x.shape[2:], a)
-    win = _slide(_pad_to(x, g, _lowest(x.dtype)), g)
-    # The maximum of kh*kw strided views, one pass each: a reduction over the window axes of the
-    # sliding view walks memory with large strides and is several times slower.
-    out = np.array(win[..., 0, 0])
-    for i in range(win.shape[4]):
-        for j in range(win.shape[5]):
-            if i or j:
-                np.maximum(out, win[..., i, j], out=out)
+    padded = _pad_to(x, g, _lowest(x.dtype))
+    (sh, sw), (dh, dw), (oh, ow) = g["step"], g["dil"], g["out"]
+    kh, kw = pair(a["pool_size"], "pool_size")
+    # The maximum is separable: over each window's rows first, on views whose rows stay whole
+    # (contiguous), then over its columns, one pass per window row and per window column. The
+    # maximum of kh*kw views strided in both axes took 4.2 ms on VGG's 2x2 pool of 64x224x224,
+    # this way 2.6-2.9 ms; on ResNet's, SqueezeNet's and Inception's pools 1.7x less (measured
+    # alternated). A reduction over a sliding view's window axes walks memory with large strides
+    # and is several times slower still.
+    def rows(i):
+        return padded[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, :]
+
+    by_rows = np.array(rows(0))
+    for i in range(1, kh):
+        np.maximum(by_rows, rows(i), out=by_rows)
+
+    def cols(j):
+        return by_rows[..., j * dw:j * dw + (ow - 1) * sw + 1:sw]
+
+    out = np.array(cols(0))
+    for j in range(1, kw):
+        np.maximum(out, cols(j), out=out)
     return from_canonical(out.astype(x.dtype, copy=False), "NCHW", out_layout)
 
 
