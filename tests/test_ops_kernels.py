@@ -343,29 +343,37 @@ def test_global_pools_one_bin_reduction(dtype):
         assert np.isnan(run("nn.global_max_pool2d", [x])[1, 2, 0, 0])
 
 
-def test_max_pool2d_separable_matches_the_window_maximum_everywhere():
-    # the kernel takes the maximum over each window's rows, then over its columns: every window
-    # shape, stride, dilation, padding (even and uneven) and ceil mode against the reference
+@pytest.mark.parametrize("kind,include", [("max", False), ("avg", False), ("avg", True)])
+def test_pools_separable_match_the_window_reference_everywhere(kind, include):
+    # the kernels take the maximum (or the sum) over each window's rows, then over its columns:
+    # every window shape, stride, dilation, padding (even and uneven) and ceil mode against the
+    # reference, which visits each window's cells
     rng = np.random.default_rng(5)
     checked = 0
     for (h, w), pool, strides, padding, dilation, ceil_mode in itertools.product(
             ((7, 7), (8, 9), (5, 6)), ((1, 1), (2, 2), (3, 2), (2, 3)), ((1, 1), (2, 2), (3, 2)),
             ((0, 0, 0, 0), (1, 1, 1, 1), (1, 2, 0, 1)), ((1, 1), (2, 1)), (False, True)):
         x = rng.standard_normal((1, 2, h, w))
+        attrs = dict(pool_size=pool, strides=strides, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
+        if kind == "avg":
+            attrs["count_include_pad"] = include
         try:
-            got = run("nn.max_pool2d", [x], pool_size=pool, strides=strides, padding=padding,
-                      dilation=dilation, ceil_mode=ceil_mode)
+            got = run(f"nn.{kind}_pool2d", [x], **attrs)
         except RelayError:
             continue  # the window does not fit: the type relation says so
         try:
-            want = ref_pool(x, "max", pool, strides, padding, dilation, ceil_mode, False)
-        except ValueError:  # a window wholly in the padding: the kernel gives -inf, as TVM does
-            assert np.isneginf(got).any()
+            want = ref_pool(x, kind, pool, strides, padding, dilation, ceil_mode, include)
+        except (ValueError, ZeroDivisionError):  # a window wholly in the padding: no cell to visit
+            assert np.isneginf(got).any() if kind == "max" else (got == 0).any()
             continue
-        assert got.shape == want.shape and np.array_equal(got, want), (h, w, pool, strides, padding, dilation)
+        if kind == "max":
+            assert got.shape == want.shape and np.array_equal(got, want), attrs
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=str(attrs))
         checked += 1
     assert checked > 200
-    ints = (rng.standard_normal((1, 3, 9, 8)) * 100).astype(np.int32)  # padding with int32's lowest
-    got = run("nn.max_pool2d", [ints], pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
-    want = ref_pool(ints, "max", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, False)
-    assert got.dtype == np.int32 and np.array_equal(got, want)
+    if kind == "max":
+        ints = (rng.standard_normal((1, 3, 9, 8)) * 100).astype(np.int32)  # padded with int32's lowest
+        got = run("nn.max_pool2d", [ints], pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+        want = ref_pool(ints, "max", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, False)
+        assert got.dtype == np.int32 and np.array_equal(got, want)

@@ -64,7 +64,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # kept every value alive and so priced elementwise ops and pools 1.1-1.6x their time in programs;
 # 17: erf, sigmoid and leaky_relu timed on distinct inputs in turn, as a program runs them, where
 # looped on one input the branch predictor learned its values and they ran 2.2-3.2x faster; and
-# the max pool kernel, separable now and 1.4-1.9x faster)
+# the pool kernels, separable now: max pools 1.4-1.9x faster, average pools 2.7-11x)
 FORMAT = 17
 PROFILE_STEM = "cpu-profile"
 
@@ -729,11 +729,12 @@ class CpuCost:
         of a kernel other than a product or convolution that slows is at most what moving that
         data takes (``memory_time``): such a kernel whose time is arithmetic loses in a program
         what its memory loses, not a share of its arithmetic (inception's stride-1 average pools,
-        14 ms each, ran as fast in the program as looped, where the pool factor of 1.7 measured
-        on a max pool predicted 1.8x their time; BERT's softmax over (12, 128, 128) ran 1.1x, not
-        the 2.3x measured on a one-head attention's). Products and convolutions keep the share:
-        their temporaries (gathered columns) and weights grow with their arithmetic, as long as a
-        looped run keeps them in the cache: ``warm`` (see ``CpuCost.warm``) scales the slowdown."""
+        14 ms each with the kernel of the time, ran as fast in the program as looped, where the
+        pool factor of 1.7 measured on a max pool predicted 1.8x their time; BERT's softmax over
+        (12, 128, 128) ran 1.1x, not the 2.3x measured on a one-head attention's). Products and
+        convolutions keep the share: their temporaries (gathered columns) and weights grow with
+        their arithmetic, as long as a looped run keeps them in the cache: ``warm`` (see
+        ``CpuCost.warm``) scales the slowdown."""
         floor = min(self.floor(op), t)
         return t + self.slowed(op, t - floor, traffic) * (self.factor(op) - 1.0) * warm
 

@@ -4,7 +4,6 @@ count_include_pad as TVM computes them), global and adaptive pools, ``nn.upsampl
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ..ir.types import TensorType
 from ..ty.dims import dim_add, dim_ceildiv, dim_floordiv, dim_mul, dim_round, dim_sub, is_known
@@ -65,13 +64,6 @@ def _geometry(h: int, w: int, a: dict) -> dict:
             "step": (sh, sw), "dil": (dh, dw)}
 
 
-def _slide(padded: np.ndarray, g: dict) -> np.ndarray:
-    """Sliding windows (N, C, OH, OW, kh, kw) over already padded NCHW data."""
-    (sh, sw), (dh, dw), (oh, ow) = g["step"], g["dil"], g["out"]
-    win = sliding_window_view(padded, g["span"], axis=(2, 3))
-    return win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]
-
-
 def _pad_to(x: np.ndarray, g: dict, fill) -> np.ndarray:
     (pt, pl, _, _), (xb, xr) = g["pads"], g["extra"]
     if not (pt or pl or xb or xr):
@@ -112,12 +104,28 @@ def _max_pool_kernel(args, a):
     return from_canonical(out.astype(x.dtype, copy=False), "NCHW", out_layout)
 
 
+def _window_sum(padded: np.ndarray, g: dict) -> np.ndarray:
+    """The sum over every window of already padded NCHW data, separable as the max pool's maximum
+    (over each window's rows, then its columns). Summed over a sliding view's window axes, which
+    walk memory with large strides, Inception's 3x3 stride-1 average pool of 192x35x35 took 14 ms."""
+    (sh, sw), (dh, dw), (oh, ow) = g["step"], g["dil"], g["out"]
+    span_h, span_w = g["span"]
+    kh, kw = (span_h - 1) // dh + 1, (span_w - 1) // dw + 1
+    by_rows = np.array(padded[:, :, 0:(oh - 1) * sh + 1:sh, :])
+    for i in range(1, kh):
+        by_rows += padded[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, :]
+    out = np.array(by_rows[..., 0:(ow - 1) * sw + 1:sw])
+    for j in range(1, kw):
+        out += by_rows[..., j * dw:j * dw + (ow - 1) * sw + 1:sw]
+    return out
+
+
 def _avg_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
     x = to_canonical(args[0], layout, "NCHW")
     h, w = x.shape[2:]
     g = _geometry(h, w, a)
-    total = _slide(_pad_to(x.astype("float64"), g, 0.0), g).sum(axis=(4, 5))
+    total = _window_sum(_pad_to(x.astype("float64"), g, 0.0), g)
     # the divisor counts the window's cells inside the data (or inside the declared padding
     # with count_include_pad); cells added only to complete a ceil-mode window never count
     (pt, pl, pb, pr), (xb, xr) = g["pads"], g["extra"]
@@ -126,7 +134,7 @@ def _avg_pool_kernel(args, a):
         mask[..., :pt + h + pb, :pl + w + pr] = 1.0
     else:
         mask[..., pt:pt + h, pl:pl + w] = 1.0
-    count = np.maximum(_slide(mask, g).sum(axis=(4, 5)), 1.0)
+    count = np.maximum(_window_sum(mask, g), 1.0)
     return from_canonical((total / count).astype(x.dtype), "NCHW", out_layout)
 
 
