@@ -71,6 +71,26 @@ def _pad_to(x: np.ndarray, g: dict, fill) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), (pt, xb), (pl, xr)), constant_values=fill)
 
 
+def _window_reduce(padded: np.ndarray, g: dict, combine) -> np.ndarray:
+    """``combine`` (``np.maximum`` or ``np.add``) over every window of already padded NCHW data,
+    separably: over each window's rows first, on views whose rows stay whole (contiguous), then
+    over its columns, one pass per window row and per window column. The maximum of kh*kw views
+    strided in both axes took 4.2 ms on VGG's 2x2 pool of 64x224x224, this way 2.6-2.9 ms, and
+    ResNet's, SqueezeNet's and Inception's max pools 1.7x less; a sum over a sliding view's window
+    axes, which walk memory with large strides, took 12-14 ms on Inception's 3x3 stride-1 average
+    pool of 192x35x35, this way 1.1 ms (measured alternated)."""
+    (sh, sw), (dh, dw), (oh, ow) = g["step"], g["dil"], g["out"]
+    span_h, span_w = g["span"]
+    kh, kw = (span_h - 1) // dh + 1, (span_w - 1) // dw + 1
+    by_rows = np.array(padded[:, :, 0:(oh - 1) * sh + 1:sh, :])
+    for i in range(1, kh):
+        combine(by_rows, padded[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, :], out=by_rows)
+    out = np.array(by_rows[..., 0:(ow - 1) * sw + 1:sw])
+    for j in range(1, kw):
+        combine(out, by_rows[..., j * dw:j * dw + (ow - 1) * sw + 1:sw], out=out)
+    return out
+
+
 def _lowest(dtype):
     return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
 
@@ -79,45 +99,8 @@ def _max_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
     x = to_canonical(args[0], layout, "NCHW")
     g = _geometry(*x.shape[2:], a)
-    padded = _pad_to(x, g, _lowest(x.dtype))
-    (sh, sw), (dh, dw), (oh, ow) = g["step"], g["dil"], g["out"]
-    kh, kw = pair(a["pool_size"], "pool_size")
-    # The maximum is separable: over each window's rows first, on views whose rows stay whole
-    # (contiguous), then over its columns, one pass per window row and per window column. The
-    # maximum of kh*kw views strided in both axes took 4.2 ms on VGG's 2x2 pool of 64x224x224,
-    # this way 2.6-2.9 ms; on ResNet's, SqueezeNet's and Inception's pools 1.7x less (measured
-    # alternated). A reduction over a sliding view's window axes walks memory with large strides
-    # and is several times slower still.
-    def rows(i):
-        return padded[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, :]
-
-    by_rows = np.array(rows(0))
-    for i in range(1, kh):
-        np.maximum(by_rows, rows(i), out=by_rows)
-
-    def cols(j):
-        return by_rows[..., j * dw:j * dw + (ow - 1) * sw + 1:sw]
-
-    out = np.array(cols(0))
-    for j in range(1, kw):
-        np.maximum(out, cols(j), out=out)
+    out = _window_reduce(_pad_to(x, g, _lowest(x.dtype)), g, np.maximum)
     return from_canonical(out.astype(x.dtype, copy=False), "NCHW", out_layout)
-
-
-def _window_sum(padded: np.ndarray, g: dict) -> np.ndarray:
-    """The sum over every window of already padded NCHW data, separable as the max pool's maximum
-    (over each window's rows, then its columns). Summed over a sliding view's window axes, which
-    walk memory with large strides, Inception's 3x3 stride-1 average pool of 192x35x35 took 14 ms."""
-    (sh, sw), (dh, dw), (oh, ow) = g["step"], g["dil"], g["out"]
-    span_h, span_w = g["span"]
-    kh, kw = (span_h - 1) // dh + 1, (span_w - 1) // dw + 1
-    by_rows = np.array(padded[:, :, 0:(oh - 1) * sh + 1:sh, :])
-    for i in range(1, kh):
-        by_rows += padded[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, :]
-    out = np.array(by_rows[..., 0:(ow - 1) * sw + 1:sw])
-    for j in range(1, kw):
-        out += by_rows[..., j * dw:j * dw + (ow - 1) * sw + 1:sw]
-    return out
 
 
 def _avg_pool_kernel(args, a):
@@ -125,7 +108,7 @@ def _avg_pool_kernel(args, a):
     x = to_canonical(args[0], layout, "NCHW")
     h, w = x.shape[2:]
     g = _geometry(h, w, a)
-    total = _window_sum(_pad_to(x.astype("float64"), g, 0.0), g)
+    total = _window_reduce(_pad_to(x.astype("float64"), g, 0.0), g, np.add)
     # the divisor counts the window's cells inside the data (or inside the declared padding
     # with count_include_pad); cells added only to complete a ceil-mode window never count
     (pt, pl, pb, pr), (xb, xr) = g["pads"], g["extra"]
@@ -134,7 +117,7 @@ def _avg_pool_kernel(args, a):
         mask[..., :pt + h + pb, :pl + w + pr] = 1.0
     else:
         mask[..., pt:pt + h, pl:pl + w] = 1.0
-    count = np.maximum(_window_sum(mask, g), 1.0)
+    count = np.maximum(_window_reduce(mask, g, np.add), 1.0)
     return from_canonical((total / count).astype(x.dtype), "NCHW", out_layout)
 
 
