@@ -34,7 +34,6 @@ The full mode takes about a minute on a quiet machine; ``quick=True`` a few seco
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 import sys
@@ -268,17 +267,22 @@ def _work(name: str, arrays: list, out, attrs) -> float:
     return float(max(sizes))
 
 
+def _cycling(kernel, sets: list, attrs):
+    """A call of ``kernel`` on the next of ``sets`` (argument lists) each time, in turn."""
+    turn = [-1]
+
+    def call():
+        turn[0] = (turn[0] + 1) % len(sets)
+        return kernel(sets[turn[0]], attrs)
+    return call
+
+
 def _rotating(kernel, args: list, attrs, weight: int):
     """A call of ``kernel`` that rotates over copies of ``args[weight]`` whose bytes together
     overflow the cache, so each call reads the weight cold."""
     copies = max(1, min(MAX_COPIES, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
     sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
-    turn = [0]
-
-    def call():
-        turn[0] = (turn[0] + 1) % copies
-        return kernel(sets[turn[0]], attrs)
-    return call
+    return _cycling(kernel, sets, attrs)
 
 
 def time_in_place(plan, values: list, runs: int, clock) -> list[list[float]]:
@@ -360,8 +364,7 @@ class _Calibration:
         twice on the same values (see ``UNPREDICTABLE``)."""
         count = max(8, min(MAX_COPIES, math.ceil(DISTINCT_ELEMENTS / max(1, first[0].size))))
         inputs = [first] + [spec(self.rng, n)[0] for _ in range(count - 1)]
-        turn = itertools.cycle(inputs)
-        return measure(lambda: kernel(next(turn), attrs), self.repeats, self.min_seconds, self.timer)
+        return measure(_cycling(kernel, inputs, attrs), self.repeats, self.min_seconds, self.timer)
 
     def cold_time(self, kernel, args: list, attrs, weight: int = 1) -> float:
         """Seconds of ``kernel`` with ``args[weight]`` read cold, as a program reads each weight
@@ -473,9 +476,10 @@ class _Calibration:
             points = []
             for n in self.sizes:
                 arrays, attrs = spec(self.rng, n)
-                kernel, canon = _call(name.split("@")[0], arrays, **attrs)
+                op = name.split("@")[0]
+                kernel, canon = _call(op, arrays, **attrs)
                 out = kernel(arrays, canon)
-                if name.split("@")[0] in UNPREDICTABLE:
+                if op in UNPREDICTABLE:
                     t = self.distinct_inputs_time(kernel, spec, n, arrays, canon)
                 else:
                     t = self.kernel_time(kernel, arrays, canon)
