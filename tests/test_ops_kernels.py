@@ -12,6 +12,7 @@ from scipy.signal import correlate2d
 from scipy.special import log_softmax as sp_log_softmax
 from scipy.special import softmax as sp_softmax
 
+import relaygraph as rg
 from relaygraph.errors import RelayError
 from relaygraph.ir import TensorType
 from relaygraph.ops import get
@@ -377,3 +378,22 @@ def test_pools_separable_match_the_window_reference_everywhere(kind, include):
         got = run("nn.max_pool2d", [ints], pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
         want = ref_pool(ints, "max", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, False)
         assert got.dtype == np.int32 and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pools_refuse_a_window_that_cannot_slide_with_a_clear_error(kind):
+    # one check for the type relation and the kernels: a stride of 0 had raised a bare
+    # ZeroDivisionError from the output size, and a window larger than the data reached the
+    # separable kernel (which would return an empty output) when a program ran without types
+    x = np.ones((1, 1, 2, 2))
+    cases = (({"pool_size": (2, 2), "strides": (0, 1)}, r"strides must be positive, got \[0, 1\]"),
+             ({"pool_size": (0, 2)}, r"pool_size must be positive"),
+             ({"pool_size": (2, 2), "dilation": (1, -1)}, r"dilation must be positive"),
+             ({"pool_size": (3, 3)}, r"the pool window 3x3 does not fit"))
+    build = getattr(rg.op.nn, f"{kind}_pool2d")
+    for attrs, message in cases:
+        data = rg.var("data", shape=(1, 1, 2, 2), dtype="float64")
+        with pytest.raises(RelayError, match=message):  # type-checked
+            rg.infer_type(rg.IRModule.from_expr(rg.Function([data], build(data, **attrs))))
+        with pytest.raises(RelayError, match=message):  # run as written, without types
+            rg.evaluate(build(rg.const(x), **attrs))

@@ -33,29 +33,38 @@ def _pool_size(d, k, s, dil, p0, p1, ceil_mode):
     return dim_add(dim_floordiv(room, s), 1)
 
 
+def _window(h, w, a: dict, what: str) -> tuple:
+    """The window's size, strides, dilation, padding and the output size over data of height
+    ``h`` and width ``w`` (``what`` names the data in errors), checked once for the type relation
+    and the kernels: a window of positive size, stride and dilation that fits the padded data."""
+    kh, kw = pair(a["pool_size"], "pool_size")
+    sh, sw = pair(a["strides"], "strides")
+    dh, dw = pair(a["dilation"], "dilation")
+    for name, v in (("pool_size", (kh, kw)), ("strides", (sh, sw)), ("dilation", (dh, dw))):
+        if min(v) < 1:
+            raise ShapeError(f"{name} must be positive, got {list(v)}")
+    pads = pad4(a["padding"])
+    oh = _pool_size(h, kh, sh, dh, pads[0], pads[2], a["ceil_mode"])
+    ow = _pool_size(w, kw, sw, dw, pads[1], pads[3], a["ceil_mode"])
+    if any(is_known(d) and d <= 0 for d in (oh, ow)):
+        raise ShapeError(f"the pool window {kh}x{kw} does not fit the padded input of {what}")
+    return (kh, kw), (sh, sw), (dh, dw), pads, (oh, ow)
+
+
 def _pool2d_rel(args, a):
     x = tensor_arg(args[0], 0)
     layout, out_layout = _layouts(x, a)
     dims = {k: x.shape[layout.index(k)] for k in "NCHW"}
-    kh, kw = pair(a["pool_size"], "pool_size")
-    sh, sw = pair(a["strides"], "strides")
-    dh, dw = pair(a["dilation"], "dilation")
-    pt, pl, pb, pr = pad4(a["padding"])
-    dims["H"] = _pool_size(dims["H"], kh, sh, dh, pt, pb, a["ceil_mode"])
-    dims["W"] = _pool_size(dims["W"], kw, sw, dw, pl, pr, a["ceil_mode"])
-    if any(is_known(dims[k]) and dims[k] <= 0 for k in "HW"):
-        raise ShapeError(f"the pool window {kh}x{kw} does not fit the padded input of {fmt(x)}")
+    *_, (dims["H"], dims["W"]) = _window(dims["H"], dims["W"], a, fmt(x))
     return TensorType(tuple(dims[k] for k in out_layout), x.dtype)
 
 
-def _geometry(h: int, w: int, a: dict) -> dict:
-    """Output size, pads (including ceil-mode overhang), window spans, strides and dilation."""
-    kh, kw = pair(a["pool_size"], "pool_size")
-    sh, sw = pair(a["strides"], "strides")
-    dh, dw = pair(a["dilation"], "dilation")
-    pt, pl, pb, pr = pad4(a["padding"])
-    oh = _pool_size(h, kh, sh, dh, pt, pb, a["ceil_mode"])
-    ow = _pool_size(w, kw, sw, dw, pl, pr, a["ceil_mode"])
+def _geometry(x: np.ndarray, a: dict) -> dict:
+    """Output size, pads (including ceil-mode overhang), window spans, strides and dilation of a
+    pool over NCHW data ``x``."""
+    h, w = x.shape[2:]
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr), (oh, ow) = _window(
+        h, w, a, f"{x.dtype}{tuple(x.shape)} data")
     span = (dh * (kh - 1) + 1, dw * (kw - 1) + 1)
     # ceil mode may need windows that run past the declared padding
     xb = max(pb, (oh - 1) * sh + span[0] - h - pt)
@@ -98,7 +107,7 @@ def _lowest(dtype):
 def _max_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
     x = to_canonical(args[0], layout, "NCHW")
-    g = _geometry(*x.shape[2:], a)
+    g = _geometry(x, a)
     out = _window_reduce(_pad_to(x, g, _lowest(x.dtype)), g, np.maximum)
     return from_canonical(out.astype(x.dtype, copy=False), "NCHW", out_layout)
 
@@ -107,7 +116,7 @@ def _avg_pool_kernel(args, a):
     layout, out_layout = a["layout"], a["out_layout"] or a["layout"]
     x = to_canonical(args[0], layout, "NCHW")
     h, w = x.shape[2:]
-    g = _geometry(h, w, a)
+    g = _geometry(x, a)
     total = _window_reduce(_pad_to(x.astype("float64"), g, 0.0), g, np.add)
     # the divisor counts the window's cells inside the data (or inside the declared padding
     # with count_include_pad); cells added only to complete a ceil-mode window never count
