@@ -83,7 +83,8 @@ class Plan:
             raise
         except Exception as exc:
             args = [env[s] for s in self.instrs[i][1]] if i >= 0 else []
-            raise kernel_failure(self.labels[i] if i >= 0 else "executor", args, exc) from exc
+            attrs = self.instrs[i][3] if i >= 0 else None
+            raise kernel_failure(self.labels[i] if i >= 0 else "executor", args, exc, attrs) from exc
         return env[self.output]
 
     def instrumented(self, how) -> Plan:

@@ -50,14 +50,47 @@ def call_kernel(op: Op, args: list, attrs: Attrs) -> Any:
     except RelayError:
         raise
     except Exception as exc:
-        raise kernel_failure(op.name, args, exc) from exc
+        raise kernel_failure(op.name, args, exc, attrs) from exc
     return result if type(result) is np.ndarray else normalize(result)
 
 
-def kernel_failure(name: str, args: list, exc: BaseException) -> EvalError:
-    """The error for a kernel that raised: operator, input shapes/dtypes, and the cause."""
+def kernel_failure(name: str, args: list, exc: BaseException, attrs=None) -> EvalError:
+    """The error for a kernel that raised: operator, input shapes/dtypes, and the cause. When
+    the inputs do not fit the operator (a program evaluated without type checking), the cause
+    is what its type relation says of them, not the numpy error the kernel met."""
     inputs = ", ".join(describe(a) for a in args)
+    why = _misfit(name, args, attrs)
+    if why is not None:
+        return EvalError(f"{name} failed on inputs ({inputs}): {why}")
     return EvalError(f"{name} failed on inputs ({inputs}): {type(exc).__name__}: {exc}")
+
+
+def _misfit(name: str, args: list, attrs) -> str | None:
+    """What the op's type relation says against the types of ``args`` (None when it accepts
+    them, or cannot tell: an unknown op, a value that is not a tensor or a tuple of them)."""
+    from ..ir.types import TensorType, TupleType
+
+    def type_of(value):
+        if isinstance(value, tuple):
+            return TupleType([type_of(v) for v in value])
+        if isinstance(value, (np.ndarray, np.generic)):
+            return TensorType(tuple(np.shape(value)), str(value.dtype))
+        raise TypeError(type(value).__name__)
+
+    record = registry.lookup(name)
+    if record is None:
+        return None
+    try:
+        types = [type_of(a) for a in args]
+    except TypeError:
+        return None
+    try:
+        record.type_relation(types, attrs)
+    except RelayError as exc:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - a relation that cannot read these attrs: say nothing more
+        return None
+    return None
 
 
 def describe(value: Any) -> str:
