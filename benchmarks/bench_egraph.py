@@ -21,8 +21,11 @@
    default whenever a time limit is set): saturation proper there is the call's time less its
    loading (reusing or starting the process, rebuilding the e-graph in it), which is printed
    apart. Targets: the worker within 1.3x of plain untyped egglog on BERT's rules without
-   conditions and within 1.5x on the 60-term sum. Medians of several runs, plain and
-   rg.saturate interleaved (the machine is shared and egglog shows occasional 5 ms stalls).
+   conditions and within 1.5x on the 60-term sum. Each case also prints what typing itself
+   costs in plain egglog (typed over untyped: no saturation that types every class as it goes
+   gets under it against untyped egglog) and what the worker adds to saturating in this
+   process. Medians of several runs, plain and rg.saturate interleaved (the machine is shared
+   and egglog shows occasional 5 ms stalls).
 
 Prints measured figures and ratios; run with ``python benchmarks/bench_egraph.py``.
 """
@@ -266,6 +269,11 @@ def compare(label: str, fn: rg.Function, rules, iterations: int, runs: int = 7) 
         spent, egglog, sigs = (med(r[i] for r in rows) for i in range(3))
         print(f"   {name:<23} {spent:7.3f} s  {rows[0][3]:>8} e-nodes  ratio {spent / u:5.2f} "
               f"untyped, {spent / t:5.2f} typed  (egglog {egglog:.3f} s, new signatures {sigs:.3f} s)")
+    spent = {name: med(r[0] for r in rows) for name, rows in (("here", mine), ("worker", worker))}
+    # what typing itself costs in plain egglog, and what the worker adds to saturating here: the
+    # untyped ratio is their product (with our own overhead over typed plain egglog)
+    print(f"   typing's own cost: plain typed / plain untyped {t / u:5.2f}; worker / in process "
+          f"{spent['worker'] / spent['here']:5.2f}")
     load = med(r[4] for r in worker)
     print(f"   worker loading (process reused, e-graph rebuilt there): {load:.3f} s; first call "
           f"{cold.load_seconds:.3f} s (starts the process)")
