@@ -595,7 +595,11 @@ class _Calibration:
                        # 3x3 layer): between the 14- and 56-pixel rows, Winograd was priced at 0.75-0.76
                        # of the direct kernel, where it measures 0.68-0.72 (in ResNet-34: 1.73-1.83
                        # ms against the direct 2.55-2.65 ms)
-                       (128, 28, 128, (3, 3), 1, (1, 1))]
+                       (128, 28, 128, (3, 3), 1, (1, 1)),
+                       # DenseNet's growth layers on 14- and 7-pixel images (40 of its 58 3x3 layers):
+                       # the rows around them priced the direct kernel 36% over at 14 pixels and
+                       # 25% under at 7, and Winograd 8-9% under at both
+                       (128, 14, 32, (3, 3), 1, (1, 1)), (128, 7, 32, (3, 3), 1, (1, 1))]
         return shapes
 
     def _depthwise_shapes(self) -> list:
