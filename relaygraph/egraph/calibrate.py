@@ -598,7 +598,7 @@ class _Calibration:
                        (128, 28, 128, (3, 3), 1, (1, 1)),
                        # DenseNet's growth layers on 14- and 7-pixel images (40 of its 58 3x3 layers):
                        # the rows around them priced the direct kernel 36% over at 14 pixels and
-                       # 25% under at 7, and Winograd 8-9% under at both
+                       # 25% under at 7, and Winograd 7-10% under at both
                        (128, 14, 32, (3, 3), 1, (1, 1)), (128, 7, 32, (3, 3), 1, (1, 1))]
         return shapes
 
