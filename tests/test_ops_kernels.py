@@ -139,6 +139,23 @@ def test_conv2d_transpose(case):
               dilation=dilation, groups=groups, output_padding=output_padding)
     want = ref_conv2d_transpose(x, wt, strides, padding, dilation, groups, output_padding)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    # float32 runs the one-product path for one group (and the spread-and-convolve path for two)
+    got32 = run("nn.conv2d_transpose", [x.astype("float32"), wt.astype("float32")], strides=strides,
+                padding=padding, dilation=dilation, groups=groups, output_padding=output_padding)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_transpose_paths_agree_on_a_generator_layer():
+    # DCGAN's 4x4 stride-2 layer, NHWC in and out: the one-product path against the spread input
+    # convolved with the flipped kernel (the general path, taken for int data)
+    x = RNG.integers(-3, 4, (1, 4, 4, 6))
+    wt = RNG.integers(-3, 4, (6, 5, 4, 4))
+    attrs = dict(strides=(2, 2), padding=(1, 1), data_layout="NHWC", out_layout="NHWC")
+    want = run("nn.conv2d_transpose", [x.astype("int64"), wt.astype("int64")], **attrs)
+    got = run("nn.conv2d_transpose", [x.astype("float32"), wt.astype("float32")], **attrs)
+    assert got.shape == want.shape == (1, 8, 8, 5)
+    np.testing.assert_array_equal(got, want.astype("float32"))
 
 
 # -- pooling -------------------------------------------------------------------------------------
