@@ -294,16 +294,7 @@ def time_in_place(plan, values: list, runs: int, clock) -> list[list[float]]:
     longer held: SqueezeNet 1.0's relus, bias_adds and max pools took 2.1-2.2, 1.6 and 3.9-4.0
     ms in all timed that way in its plan; 1.3-1.4, 1.1 and 3.4-3.6 ms with its frees.)"""
     times: list[list[float]] = [[] for _ in plan.instrs]
-
-    def timed(run, i):
-        def go(args, extra):
-            start = clock()
-            out = run(args, extra)
-            times[i].append(clock() - start)
-            return out
-        return go
-
-    timed_plan = plan.instrumented(timed)
+    timed_plan = plan.timed(times, clock)
     for _ in range(runs):
         timed_plan.run(values)
     return times
@@ -853,6 +844,7 @@ class _Calibration:
     def _in_program_round(self, programs: list, model: CpuCost) -> dict:
         """One measurement of the in-program factors (see ``in_program``) on ``programs``."""
         from ..eval.executor import compile_function
+        from ..eval.kernels import value_type
         from ..ty import infer_type
         from .cpu_cost import op_kind
 
@@ -874,8 +866,8 @@ class _Calibration:
             for call, samples, (run, args, attrs, out) in zip(nodes, times, seen, strict=True):
                 if not isinstance(call, Call):
                     continue
-                arg_types = [_type_of(v) for v in args]
-                traffic = traffic_elements(arg_types, _type_of(out))
+                arg_types = [value_type(v) for v in args]
+                traffic = traffic_elements(arg_types, value_type(out))
                 # the same kernel looped on the same inputs, right after (so under the same load);
                 # a convolution's weight read cold, as its profile rows are measured (the factor
                 # is what a program adds to that)
@@ -894,7 +886,7 @@ class _Calibration:
                 # (CpuCost.in_program applies the factor to the same part)
                 # a convolution whose data outgrows the cache slows less (CpuCost.warm): weighed as applied
                 slowed = model.slowed(call.op.name, looped - floor, traffic) * model.warm(
-                    call.op.name, attrs or {}, arg_types, _type_of(out))
+                    call.op.name, attrs or {}, arg_types, value_type(out))
                 if 0.0 < slowed < _MEMORY_SHARE * (looped - floor):
                     # mostly arithmetic (erf over a transformer's expansion: 3.3 ms looped, 26 us
                     # of it moving data): its time in the program less its looped time is mostly
@@ -980,16 +972,6 @@ class _Calibration:
         f = op("nn.dense", f, weight(hidden, hidden * 2))
         attention = (Function([h], op("tanh", op("add", f, a))), [_rand(r, (tokens, hidden))])
         return [conv, fire, attention]
-
-
-def _type_of(value):
-    """The type of a kernel's input or output value (a tensor, or a tuple of them)."""
-    from ..ir.types import TupleType
-
-    if isinstance(value, (tuple, list)):
-        return TupleType([_type_of(v) for v in value])
-    value = np.asarray(value)
-    return TensorType(value.shape, str(value.dtype))
 
 
 def _first(tuple_value):

@@ -252,17 +252,7 @@ def _timed_plan(func: Function, steps: list[_Step], clock, samples: list[list[fl
                 or step.info[2] == "fused"):
             return None
 
-    def timed(run, i):
-        out = samples[i]
-
-        def go(args, extra):
-            start = clock()
-            value = run(args, extra)
-            out.append(clock() - start)
-            return value
-        return go
-
-    return plan.instrumented(timed)
+    return plan.timed(samples, clock)
 
 
 def _run_steps(func: Function, steps: list[_Step], values: list, clock, samples: list[list[float]]) -> None:

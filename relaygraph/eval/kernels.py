@@ -11,7 +11,7 @@ from ..ir.attrs import Attrs
 from ..ir.expr import Op
 from ..ops import registry
 
-__all__ = ["kernel_of", "call_kernel", "normalize", "describe", "kernel_failure"]
+__all__ = ["kernel_of", "call_kernel", "normalize", "describe", "kernel_failure", "value_type"]
 
 _KERNELS: dict[str, Any] = {}
 
@@ -65,23 +65,26 @@ def kernel_failure(name: str, args: list, exc: BaseException, attrs=None) -> Eva
     return EvalError(f"{name} failed on inputs ({inputs}): {type(exc).__name__}: {exc}")
 
 
+def value_type(value):
+    """The type of a runtime value that is a tensor or a tuple (or list) of them; a TypeError
+    for any other value (a closure, an ADT value)."""
+    from ..ir.types import TensorType, TupleType
+
+    if isinstance(value, (tuple, list)):
+        return TupleType([value_type(v) for v in value])
+    if isinstance(value, (np.ndarray, np.generic)):
+        return TensorType(tuple(np.shape(value)), str(value.dtype))
+    raise TypeError(f"a {type(value).__name__} value has no tensor type")
+
+
 def _misfit(name: str, args: list, attrs) -> str | None:
     """What the op's type relation says against the types of ``args`` (None when it accepts
     them, or cannot tell: an unknown op, a value that is not a tensor or a tuple of them)."""
-    from ..ir.types import TensorType, TupleType
-
-    def type_of(value):
-        if isinstance(value, tuple):
-            return TupleType([type_of(v) for v in value])
-        if isinstance(value, (np.ndarray, np.generic)):
-            return TensorType(tuple(np.shape(value)), str(value.dtype))
-        raise TypeError(type(value).__name__)
-
     record = registry.lookup(name)
     if record is None:
         return None
     try:
-        types = [type_of(a) for a in args]
+        types = [value_type(a) for a in args]
     except TypeError:
         return None
     try:
