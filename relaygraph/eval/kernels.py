@@ -90,7 +90,7 @@ def _misfit(name: str, args: list, attrs) -> str | None:
     try:
         record.type_relation(types, attrs)
     except RelayError as exc:
-        return str(exc)
+        return getattr(exc, "message", None) or str(exc)  # a diagnostic's text, without "error:"
     except Exception:  # noqa: BLE001 - a relation that cannot read these attrs: say nothing more
         return None
     return None
