@@ -11,7 +11,7 @@ from relaygraph.cli import main
 from relaygraph.egraph.cpu_cost import WINOGRAD, default_profile, nearest, winograd_features
 from relaygraph.errors import RelayTypeError
 from relaygraph.ops.conv import conv2d_nchw
-from relaygraph.ops.winograd import WINOGRAD_G, winograd_weight
+from relaygraph.ops.winograd import WINOGRAD_G, winograd_conv2d, winograd_weight
 from relaygraph.rewrite import load_rules
 from relaygraph.rewrite.soundness import check_rules, format_results
 
@@ -47,6 +47,35 @@ def test_winograd_matches_conv2d(x_shape, out_channels, padding):
     want = conv2d_nchw(x, w, (1, 1), padding, (1, 1), 1)
     assert got.shape == want.shape == tuple(rg.infer_type(mod)["main"].ret_type.shape)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape, o, padding", [
+    ((1, 3, 13, 9), 2, (1, 1, 1, 1)),     # an odd output: the last band is one tile row, cropped
+    ((2, 4, 12, 7), 3, (2, 0, 1, 3)),     # two images, asymmetric padding
+    ((1, 2, 9, 6), 2, (6, 1, 5, 1)),      # bands wholly in the top and the bottom padding
+    ((1, 3, 15, 8), 2, (-1, 1, 0, -2)),   # negative padding crops first
+])
+@pytest.mark.parametrize("epilogue", ["none", "bias", "relu", "bias_relu"])
+def test_winograd_in_bands_matches_conv2d(x_shape, o, padding, epilogue):
+    # a band budget a few tile rows deep, so that small images take the large images' path
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(F32)
+    w = rng.standard_normal((o, x_shape[1], 3, 3)).astype(F32)
+    b = rng.standard_normal(o).astype(F32) if "bias" in epilogue else None
+    relu = "relu" in epilogue
+    n, c, _, width = x_shape
+    tw = (width + padding[1] + padding[3] - 1) // 2
+    band_bytes = 16 * tw * n * c * 4  # one tile row: bands of two (the image is deeper than four rows)
+    got = winograd_conv2d(x, winograd_weight(w), padding, b, relu, band_bytes=band_bytes)
+    whole = winograd_conv2d(x, winograd_weight(w), padding, b, relu, band_bytes=1 << 40)
+    want = conv2d_nchw(x, w, (1, 1), padding, (1, 1), 1)
+    if b is not None:
+        want = want + b[:, None, None]
+    if relu:
+        want = np.maximum(want, 0)
+    assert got.shape == want.shape and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, whole, rtol=1e-5, atol=1e-5)
 
 
 def test_weight_transform_is_g_w_g_transposed():

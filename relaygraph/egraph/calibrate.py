@@ -575,7 +575,9 @@ class _Calibration:
                        # at 0.7 of its time (measured 1.2-1.4x the direct kernel's)
                        (64, 112, 128, (3, 3), 1, (1, 1)),
                        # and as many channels out as in (VGG's second block): there Winograd takes
-                       # 0.80-0.85 of the direct kernel's time, which the rows around it put at 0.96
+                       # 0.80-0.85 of the direct kernel's time in one piece (0.61 in bands), which
+                       # the rows around it put at 0.96. These two rows price VGG's 64-channel layer
+                       # on 224x224 too: 0.70 from them, 0.70 measured (in bands)
                        (128, 112, 128, (3, 3), 1, (1, 1)),
                        # VGG's deeper 3x3 layers: the rows around them put Winograd 8-14% over its
                        # measured time there (256 channels on 56x56: 0.60 of the direct kernel, where

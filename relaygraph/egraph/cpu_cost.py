@@ -69,8 +69,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # interpolated at 0.75-0.76 and measures 0.68-0.72, and DenseNet's 128 -> 32 layers on 14x14 and
 # 7x7, where the direct kernel was priced 36% over and 25% under; and conv2d_transpose with one
 # group as one matrix product and an add per tap, 3.6-4.4x faster on DCGAN's layers than the
-# spread input convolved)
-FORMAT = 18
+# spread input convolved); 19: Winograd on large images in bands of tile rows, 1.2-1.5x faster
+# at 64 and 128 channels on 112x112 and 224x224 (its measured ratio there 0.61-0.78 of the direct
+# kernel, where it was 0.83-0.95)
+FORMAT = 19
 PROFILE_STEM = "cpu-profile"
 
 
