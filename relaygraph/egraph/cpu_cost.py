@@ -71,8 +71,8 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # group as one matrix product and an add per tap, 3.6-4.4x faster on DCGAN's layers than the
 # spread input convolved); 19: Winograd on large images in bands of tile rows, 1.2-1.5x faster
 # at 64 and 128 channels on 112x112 and 224x224 (its measured ratio there 0.61-0.78 of the direct
-# kernel, where it was 0.83-0.95)
-FORMAT = 19
+# kernel, where it was 0.83-0.95); 20: nn.batch_norm adds its shift in place (no temporary)
+FORMAT = 20
 PROFILE_STEM = "cpu-profile"
 
 
