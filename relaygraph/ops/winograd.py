@@ -31,7 +31,7 @@ __all__ = ["WINOGRAD_G", "winograd_weight", "winograd_conv2d"]
 
 F32 = "float32"
 _BAND_VALUES = 8192  # values of the output transform's source per band of rows copied (32 KB)
-# bytes of transformed input per band of tile rows on a large image (see _winograd_in_bands):
+# bytes of transformed input per band of tile rows on a large image (see _winograd_by_tile):
 # at 64 channels on 224x224, bands of 4, 7, 10 and 14 tile rows (1.8-6.4 MB) took 47.5, 49.4,
 # 51.5 and 50.4 ms (one piece: 66 ms); on 56x56 (1.6 MB in all) one piece is fastest
 _BAND_BYTES = 2 << 20
@@ -196,7 +196,7 @@ def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding, bias: np.ndarray | No
     channel ``bias`` and a ``relu`` after it in the same kernel. The bias goes into the products
     of tile position (1, 1), whose coefficient in every output of its tile is 1 (a sixteenth of
     a pass instead of one), and the relu in place on the output. Where the transformed input
-    would outgrow ``band_bytes``, the image goes in bands of tile rows (``_winograd_in_bands``)."""
+    would outgrow ``band_bytes``, the image goes in bands of tile rows (``_winograd_by_tile``)."""
     x, padding = crop_negative_padding(x, padding)
     n, c, h, wd = x.shape
     o = u.shape[2]
@@ -204,27 +204,19 @@ def winograd_conv2d(x: np.ndarray, u: np.ndarray, padding, bias: np.ndarray | No
     oh, ow = h + pt + pb - 2, wd + pl + pr - 2
     th, tw = (oh + 1) // 2, (ow + 1) // 2
     tiles = th * tw * n
-    if tiles >= o and c * o <= _BAND_CHANNELS:
-        rows = _band_rows(th, tw, n, c, x.dtype.itemsize, band_bytes)
-        if rows < th:
-            return _winograd_in_bands(x, u, padding, bias, relu, rows)
+    if tiles >= o:
+        rows = _band_rows(th, tw, n, c, x.dtype.itemsize, band_bytes) if c * o <= _BAND_CHANNELS else th
+        return _winograd_by_tile(x, u, padding, bias, relu, rows)
+    # Few tiles and many channels: the weight, the larger operand, as it is stored, and the
+    # products by output channel, which the output transform then reads in long rows. BLAS
+    # reads a transposed weight slower here (the GEMMs measured at 512 channels on 7x7, one thread:
+    # 4.4 ms against 2.9 ms; 256 on 14x14: 1.8 against 1.3).
     v = _input_transform(x, padding, th, tw)
-    if tiles < o:
-        # Few tiles and many channels: the weight, the larger operand, as it is stored, and the
-        # products by output channel, which the output transform then reads in long rows. BLAS
-        # reads a transposed weight slower here (the GEMMs measured at 512 channels on 7x7, one thread:
-        # 4.4 ms against 2.9 ms; 256 on 14x14: 1.8 against 1.3).
-        m = np.matmul(u.reshape(16, o, c), v.reshape(16, tiles, c).transpose(0, 2, 1))
-        m = m.reshape(4, 4, o, th, tw, n)
-        if bias is not None:
-            m[1, 1] += bias.astype(m.dtype, copy=False)[:, None, None, None]
-        return _output_transform_by_channel(m, oh, ow, relu)
-    # the 16 GEMMs, one per tile position: (tiles x in channels) by (in channels x out channels)
-    m = np.matmul(v.reshape(16, tiles, c), u.transpose(0, 1, 3, 2).reshape(16, c, o))
-    m = m.reshape(4, 4, th, tw, n, o)
+    m = np.matmul(u.reshape(16, o, c), v.reshape(16, tiles, c).transpose(0, 2, 1))
+    m = m.reshape(4, 4, o, th, tw, n)
     if bias is not None:
-        m[1, 1] += bias.astype(m.dtype, copy=False)
-    return _output_transform(m, oh, ow, relu)
+        m[1, 1] += bias.astype(m.dtype, copy=False)[:, None, None, None]
+    return _output_transform_by_channel(m, oh, ow, relu)
 
 
 def _band_rows(th: int, tw: int, n: int, c: int, itemsize: int, band_bytes: int) -> int:
@@ -240,10 +232,12 @@ def _band_rows(th: int, tw: int, n: int, c: int, itemsize: int, band_bytes: int)
     return -(-th // bands)
 
 
-def _winograd_in_bands(x: np.ndarray, u: np.ndarray, padding, bias, relu: bool, rows: int) -> np.ndarray:
-    """``winograd_conv2d`` one band of ``rows`` tile rows at a time (2 * rows output rows), each
-    band's transformed input, products and output tiles made and used while they are in the
-    cache, and written into its rows of the output. On a large image the whole transformed input
+def _winograd_by_tile(x: np.ndarray, u: np.ndarray, padding, bias, relu: bool, rows: int) -> np.ndarray:
+    """``winograd_conv2d`` by tile: the 16 GEMMs, one per tile position, (tiles x in channels) by
+    (in channels x out channels), one band of ``rows`` tile rows at a time (2 * rows output rows;
+    all of them at once when ``rows`` is the image's), each band's transformed input, products and
+    output tiles made and used while they are in the cache, and written into its rows of the
+    output. On a large image the whole transformed input
     is tens of MB of fresh memory that every step reads back from DRAM: VGG's 64-channel 3x3
     layer on 224x224 took 66 ms in one piece and 47.5 ms in bands (44 against 52 ms with two
     threads, where the direct kernel takes 43 ms); 128 channels on 112x112, 39 against 29 ms."""
