@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import RelayWarning
+from ..eval.memory import pin_allocator
 from ..ir.expr import Call, Tuple, TupleGetItem
 from ..ir.module import IRModule
 from ..ir.traversal import iter_post_order
@@ -1038,6 +1039,7 @@ def calibrate(quick: bool = False, path: str | None = None, progress="auto", att
     from ..validate import positive
 
     positive("attempts", attempts, integer=True, allow_none=False)
+    pin_allocator()  # looped kernels under the allocator programs run under (see eval.memory)
     best = None  # (probe spread, data) of the steadiest calibration so far
     for attempt in range(1, attempts + 1):
         run = _Calibration(quick, progress).run()

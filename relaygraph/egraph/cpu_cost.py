@@ -71,8 +71,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # group as one matrix product and an add per tap, 3.6-4.4x faster on DCGAN's layers than the
 # spread input convolved); 19: Winograd on large images in bands of tile rows, 1.2-1.5x faster
 # at 64 and 128 channels on 112x112 and 224x224 (its measured ratio there 0.61-0.78 of the direct
-# kernel, where it was 0.83-0.95); 20: nn.batch_norm adds its shift in place (no temporary)
-FORMAT = 20
+# kernel, where it was 0.83-0.95); 20: nn.batch_norm adds its shift in place (no temporary); 21:
+# kernels timed with malloc's thresholds pinned (relaygraph.eval.memory), where looped kernels
+# with temporaries of a few MB could page-fault them afresh on every call and time 1.2-4x slower
+# than in a program (ResNet-50's 64-channel Winograd layer 8.7 against 2.3 ms)
+FORMAT = 21
 PROFILE_STEM = "cpu-profile"
 
 

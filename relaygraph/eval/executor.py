@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import EvalError, RelayError
 from ..ir.expr import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
 from .kernels import describe, kernel_failure, kernel_of, normalize
+from .memory import pin_allocator
 
 __all__ = ["Plan", "PlanCompiler", "compile_function", "is_dataflow", "NotDataflow", "FOLDED_AT_COMPILE",
            "folded_at_compile", "fold_value"]
@@ -156,6 +157,7 @@ def compile_function(func: Function, fused: str = "numexpr") -> Plan | None:
     cache = _PLANS.get(func)
     if cache is not None and fused in cache:
         return cache[fused]
+    pin_allocator()  # kernel times independent of the process's history (see eval.memory)
     try:
         plan = PlanCompiler(fused).compile(func)
     except NotDataflow:
