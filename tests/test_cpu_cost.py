@@ -289,6 +289,26 @@ def test_conv2d_transpose_has_its_own_calibration(model):
     assert bigger > t
 
 
+
+@pytest.mark.parametrize("case", ["negative padding", "float16"])
+def test_conv2d_transpose_priced_as_the_path_its_kernel_takes(model, case):
+    # one group but a case the kernel convolves the spread input for: priced as that path (the
+    # stride-2 spread convolution does 4x the multiplications of the product), not as the product
+    from relaygraph.ops.conv import pad4, transpose_by_gemm
+
+    dtype = "float16" if case == "float16" else "float32"
+    padding = (1, -1, 1, 1) if case == "negative padding" else (1, 1)
+    x, w = T((1, 64, 16, 16), dtype), T((64, 32, 4, 4), dtype)
+    spread = rg.ops.lookup("nn.conv2d_transpose").resolve({"strides": (2, 2), "padding": padding})
+    gemm = rg.ops.lookup("nn.conv2d_transpose").resolve({"strides": (2, 2), "padding": (1, 1)})
+    out = T((1, 32, 32, 34 if case == "negative padding" else 32), dtype)
+    assert not transpose_by_gemm(1, pad4(padding), dtype, dtype)
+    assert transpose_by_gemm(1, pad4((1, 1)), "float32", "float32")
+    by_spread = model.kernel("nn.conv2d_transpose", spread, [x, w], out)
+    f32 = [T(x.shape, "float32"), T(w.shape, "float32")]
+    by_gemm = model.kernel("nn.conv2d_transpose", gemm, f32, T((1, 32, 32, 32), "float32"))
+    assert by_spread > 1.5 * by_gemm
+
 def test_profile_runs_function_literals_and_lets(model):
     """The zoo LSTM calls let-bound function literals, which the executor inlines: so does profile."""
     mod, params = rg.zoo.get("lstm", small=True)

@@ -937,16 +937,21 @@ class CpuCost:
         return self.profile.conv_call
 
     def _conv2d_transpose(self, attrs, arg_types, out_type) -> float:
-        """With one group the kernel is one matrix product, (output channels x taps) by input
-        pixels, and an add per tap into the output: the product's estimate and those adds' copy
-        time. With several, it convolves the input spread by the strides: that convolution's
-        estimate, plus the spreading copy. Either times the calibrated ratio."""
+        """Where the kernel is one matrix product (one group, no negative padding, float data:
+        ``transpose_by_gemm``), (output channels x taps) by input pixels, and an add per tap into
+        the output: the product's estimate and those adds' copy time. Otherwise it convolves the
+        input spread by the strides: that convolution's estimate, plus the spreading copy. Either
+        times the calibrated ratio."""
+        from ..ops.conv import pad4, transpose_by_gemm
+
         x, w, out = _nchw(arg_types[0], attrs.get("data_layout")), _shape(arg_types[1]), _numel(out_type)
         dims = _dims(attrs.get("kernel_layout") or "IOHW", w, "IOHW")
         groups = int(attrs.get("groups", 1) or 1)
         c, og, kh, kw = dims["I"], dims["O"], dims["H"], dims["W"]
         o = og * groups
-        if groups == 1:
+        padding = attrs.get("padding") or 0
+        padding = pad4(tuple(padding) if isinstance(padding, list) else padding)
+        if transpose_by_gemm(groups, padding, arg_types[0].dtype, arg_types[1].dtype):
             pixels = x[0] * x[2] * x[3]
             base = self.gemm_time(max(1, pixels), o * kh * kw, c) \
                 + curve_at(self.profile.curve("copy"), max(float(pixels * o * kh * kw), 1.0))

@@ -509,6 +509,14 @@ def _conv2d_transpose_rel(args, a):
     return TensorType(tuple(out[k] for k in ol), a["out_dtype"] or x.dtype)
 
 
+def transpose_by_gemm(groups: int, padding, data_dtype: str, weight_dtype: str) -> bool:
+    """Whether ``nn.conv2d_transpose`` runs as one matrix product and an add per tap
+    (``_conv2d_transpose_gemm``): one group, no negative padding, float32 or float64 data and
+    weight alike; otherwise it convolves the input spread by the strides."""
+    return (groups == 1 and min(padding) >= 0 and data_dtype in ("float32", "float64")
+            and data_dtype == weight_dtype)
+
+
 def _conv2d_transpose_kernel(args, a):
     x, w = args
     dl, kl = a["data_layout"], a["kernel_layout"]
@@ -520,7 +528,7 @@ def _conv2d_transpose_kernel(args, a):
     pt, pl, pb, pr = pad4(a["padding"])
     oph, opw = pair(a["output_padding"], "output_padding")
     n, _, h, wd = x.shape
-    if g == 1 and min(pt, pl, pb, pr) >= 0 and x.dtype in (np.float32, np.float64) and x.dtype == w.dtype:
+    if transpose_by_gemm(g, (pt, pl, pb, pr), str(x.dtype), str(w.dtype)):
         out = _conv2d_transpose_gemm(x, w, (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw))
         out = out.astype(a["out_dtype"] or x.dtype, copy=False)
         return from_canonical(out, "NCHW", a["out_layout"] or dl)
