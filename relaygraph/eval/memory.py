@@ -11,8 +11,9 @@ process's history: Winograd on 16 to 64 channels at 56x56 took 3.1 to 4.5 ms in 
 pinned, while its parts timed apart sum to 2.1 ms.
 
 ``pin_allocator`` fixes both where the dynamic ones end up in a long run (mmap at 32 MB, glibc's
-own maximum on 64-bit; trim at twice that), which is what whole programs measured with either
-setting agreed on (ResNet-50, MobileNet, SqueezeNet-1.0: same times). The executor pins them
+own maximum on 64-bit; trim at twice that). Whole programs, which free blocks of several MB
+early and so raise the dynamic thresholds themselves, measured the same speedups either way
+(ResNet-50, MobileNet, SqueezeNet-1.0: within 0.02, processes alternated). The executor pins them
 when it first compiles a program, and the calibration before it measures, so looped kernels and
 programs are timed under the same allocator. The cost: up to 64 MB of freed memory stays with the
 process. ``RELAYGRAPH_MALLOC=default`` leaves the allocator alone, as do ``MALLOC_MMAP_THRESHOLD_``
