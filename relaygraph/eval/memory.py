@@ -13,7 +13,7 @@ pinned, while its parts timed apart sum to 2.1 ms.
 ``pin_allocator`` fixes both where the dynamic ones end up in a long run (mmap at 32 MB, glibc's
 own maximum on 64-bit; trim at twice that). Whole programs, which free blocks of several MB
 early and so raise the dynamic thresholds themselves, measured the same speedups either way
-(ResNet-50, MobileNet, SqueezeNet-1.0: within 0.02, processes alternated). The executor pins them
+(ResNet-50, MobileNet, SqueezeNet-1.0: within 0.03, processes alternated). The executor pins them
 when it first compiles a program, and the calibration before it measures, so looped kernels and
 programs are timed under the same allocator. The cost: up to 64 MB of freed memory stays with the
 process. ``RELAYGRAPH_MALLOC=default`` leaves the allocator alone, as do ``MALLOC_MMAP_THRESHOLD_``
