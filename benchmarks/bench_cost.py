@@ -28,7 +28,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUME
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import relaygraph as rg  # noqa: E402
+from benchmarks._child import json_from_child  # noqa: E402
 from relaygraph.egraph.calibrate import Probe, calibrate, probe_spread  # noqa: E402
 from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
 from relaygraph.egraph.optimize import bind_params, program_cost, random_inputs  # noqa: E402
@@ -89,14 +89,9 @@ def _in_own_process(name: str, args) -> dict:
     """``name``'s row, measured in a process of its own on this run's profile."""
     options = ["--models", name, "--runs", str(args.runs), "--budget", str(args.budget),
                "--time-limit", str(args.time_limit)] + (["--small"] if args.small else [])
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "row.json")
-        code = subprocess.call([sys.executable, __file__, *options, "--profile-dir",
-                                os.environ["RELAYGRAPH_PROFILE_DIR"], "--row-out", out])
-        if code != 0 or not os.path.exists(out):
-            return {"model": name, "error": f"its process exited with code {code}"}
-        with open(out) as f:
-            return json.load(f)
+    row, code = json_from_child(__file__, [*options, "--profile-dir", os.environ["RELAYGRAPH_PROFILE_DIR"]],
+                                "--row-out")
+    return row if row is not None else {"model": name, "error": f"its process exited with code {code}"}
 
 
 def main() -> int:

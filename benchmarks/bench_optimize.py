@@ -32,12 +32,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from benchmarks._child import json_from_child  # noqa: E402
 
 FULL = {"bert": dict(num_layers=12, hidden=768, heads=12, seq_len=128),
         "resnet-50": {}, "mobilenet": {}}
@@ -216,17 +216,14 @@ def _in_subprocesses(models: list[str], threads: list[int], cost: str, args) -> 
               f"{os.path.join(profiles, f'cpu-profile-blas{n}-numexpr{n}.json')})", flush=True)
         rows = []
         for name in models:
-            with tempfile.TemporaryDirectory() as tmp:
-                out = os.path.join(tmp, "rows.json")
-                code = subprocess.call([sys.executable, __file__, *options, "--models", name,
-                                        "--threads", str(n), "--rows-out", out], env=env)
-                if code == 0 and os.path.exists(out):
-                    with open(out) as f:
-                        rows += json.load(f)
-                else:
-                    status |= 1
-                    rows.append({"name": name, "label": _label(name, args.quick),
-                                 "error": f"its process exited with code {code}"})
+            got, code = json_from_child(__file__, [*options, "--models", name, "--threads", str(n)],
+                                        "--rows-out", env)
+            if got is not None:
+                rows += got
+            else:
+                status |= 1
+                rows.append({"name": name, "label": _label(name, args.quick),
+                             "error": f"its process exited with code {code}"})
         report(rows, cost, args.pipeline)
     return status
 

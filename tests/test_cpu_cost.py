@@ -289,7 +289,6 @@ def test_conv2d_transpose_has_its_own_calibration(model):
     assert bigger > t
 
 
-
 @pytest.mark.parametrize("case", ["negative padding", "float16"])
 def test_conv2d_transpose_priced_as_the_path_its_kernel_takes(model, case):
     # one group but a case the kernel convolves the spread input for: priced as that path (the
@@ -308,6 +307,7 @@ def test_conv2d_transpose_priced_as_the_path_its_kernel_takes(model, case):
     f32 = [T(x.shape, "float32"), T(w.shape, "float32")]
     by_gemm = model.kernel("nn.conv2d_transpose", gemm, f32, T((1, 32, 32, 32), "float32"))
     assert by_spread > 1.5 * by_gemm
+
 
 def test_profile_runs_function_literals_and_lets(model):
     """The zoo LSTM calls let-bound function literals, which the executor inlines: so does profile."""

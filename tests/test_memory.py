@@ -61,4 +61,3 @@ def test_the_allocator_is_left_alone_when_asked(env):
     got = _child(**env)
     assert got["pinned"] is False
     assert got["mapped"] >= 16 << 20  # glibc's default maps it fresh
-
