@@ -16,7 +16,8 @@ early and so raise the dynamic thresholds themselves, measured the same speedups
 (ResNet-50, MobileNet, SqueezeNet-1.0: within 0.03, processes alternated). The executor pins them
 when it first compiles a program, and the calibration before it measures, so looped kernels and
 programs are timed under the same allocator. The cost: up to 64 MB of freed memory stays with the
-process. ``RELAYGRAPH_MALLOC=default`` leaves the allocator alone, as do ``MALLOC_MMAP_THRESHOLD_``
+process. ``RELAYGRAPH_MALLOC=default`` leaves the allocator alone (``pinned``, the default, pins
+it; another value is warned about and pins it), as do ``MALLOC_MMAP_THRESHOLD_``
 or ``MALLOC_TRIM_THRESHOLD_`` set in the environment (glibc's own way to choose them); on a C
 library other than glibc nothing is changed.
 """
@@ -26,6 +27,9 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import warnings
+
+from ..errors import RelayWarning
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "pin_allocator", "allocator_pinned"]
 
@@ -57,8 +61,13 @@ def pin_allocator() -> bool:
     if _pinned is not None:
         return _pinned
     _pinned = False
-    if os.environ.get("RELAYGRAPH_MALLOC", "").strip().lower() == "default":
+    choice = os.environ.get("RELAYGRAPH_MALLOC", "").strip().lower()
+    if choice == "default":
         return False
+    if choice not in ("", "pinned"):
+        warnings.warn(f"RELAYGRAPH_MALLOC={os.environ['RELAYGRAPH_MALLOC']!r} is not understood: use "
+                      "'default' to leave malloc's thresholds alone or 'pinned' (the default) to pin "
+                      "them; pinning them", RelayWarning, stacklevel=2)
     if any(os.environ.get(v) for v in _GLIBC_VARIABLES):
         return False
     libc = _glibc()
