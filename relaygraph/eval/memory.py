@@ -7,13 +7,15 @@ threshold* are mapped fresh from the OS and given back when freed, and the *trim
 128 KB and grow as the process frees large blocks, up to 32 MB. A kernel whose temporaries are a
 few MB then either reuses memory or page-faults all of it again on every call, depending on the
 process's history: Winograd on 16 to 64 channels at 56x56 took 3.1 to 4.5 ms in one loop and
-0.86 to 1.1 ms in another, and ResNet-50's 64-channel layer 8.7 ms looped against 2.3 ms
-pinned, while its parts timed apart sum to 2.1 ms.
+0.86 to 1.1 ms in another, and ResNet-50's 64-channel layer 7.0 to 8.4 ms looped first in a
+process against 2.1 to 2.5 ms pinned, while its parts timed apart sum to 2.0 ms
+(``benchmarks/bench_allocator.py``, processes of each setting alternated).
 
 ``pin_allocator`` fixes both where the dynamic ones end up in a long run (mmap at 32 MB, glibc's
 own maximum on 64-bit; trim at twice that). Whole programs, which free blocks of several MB
 early and so raise the dynamic thresholds themselves, measured the same speedups either way
-(ResNet-50, MobileNet, SqueezeNet-1.0: within 0.03, processes alternated). The executor pins them
+(ResNet-50, MobileNet, SqueezeNet-1.0: within 0.03, processes alternated; bench_allocator's
+``--models``). The executor pins them
 when it first compiles a program, and the calibration before it measures, so looped kernels and
 programs are timed under the same allocator. The cost: up to 64 MB of freed memory stays with the
 process. ``RELAYGRAPH_MALLOC=default`` leaves the allocator alone (``pinned``, the default, pins
