@@ -902,11 +902,17 @@ def test_convolutions_are_calibrated_with_the_weight_read_cold(model):
     shapes = cal._conv_shapes()
     singles = [c[0] for c in cold if len(c) == 1]  # each shape's direct kernel, in turn
     assert singles[:len(shapes)] == [(o, c, *k) for c, _, o, k, _, _ in shapes]
-    # Winograd against the direct kernel in one alternated measurement: its (4, 4, I, O) weight first
-    pairs = [c for c in cold if len(c) == 2 and len(c[0]) == 4 and c[0][:2] == (4, 4)]
-    assert len(pairs) == sum(1 for _, _, _, k, s, _ in shapes if k == (3, 3) and s == 1) > 0
-    assert len(cal.data["winograd"]) == len(pairs)
-    assert all(row[-1] > 0 for row in cal.data["winograd"])
+    # F(2x2, 3x3) and F(4x4, 3x3) against the direct kernel in one alternated measurement: their
+    # (4, 4, O, I) and (6, 6, O, I) weights first, then the direct kernel's
+    triples = [c for c in cold if len(c) == 3 and [w[:2] for w in c] == [(4, 4), (6, 6), c[2][:2]]]
+    assert len(triples) == sum(1 for _, _, _, k, s, _ in shapes if k == (3, 3) and s == 1) > 0
+    assert len(cal.data["winograd"]) == len(cal.data["winograd4"]) == len(triples)
+    assert all(row[-1] > 0 for row in cal.data["winograd"] + cal.data["winograd4"])
+    # the same shape keys; the ratios per wanted pixel (F(4x4)'s tiles waste more: 1 ms / 3 ms
+    # over its own waste)
+    assert [r[:3] for r in cal.data["winograd"]] == [r[:3] for r in cal.data["winograd4"]]
+    size = next(s for _, s, _, k, st, _ in shapes if k == (3, 3) and st == 1)
+    assert cal.data["winograd4"][0][-1] == pytest.approx(2 / 3 / cpu_cost.tile_waste(size, size, 4))
     assert cal.data["fused"] and all(len(rows) > 0 for rows in cal.data["fused"].values())
 
 

@@ -1,5 +1,6 @@
-"""Winograd F(2x2, 3x3): the weight transform and the convolution on a transformed weight (values
-against nn.conv2d, type errors), the fused Winograd ops, rules/conv.rules, and its cpu cost."""
+"""Winograd F(2x2, 3x3) and F(4x4, 3x3): the weight transform and the convolution on a transformed
+weight (values against nn.conv2d, type errors), the fused Winograd ops, rules/conv.rules, and its
+cpu cost."""
 
 from __future__ import annotations
 
@@ -8,10 +9,18 @@ import pytest
 
 import relaygraph as rg
 from relaygraph.cli import main
-from relaygraph.egraph.cpu_cost import WINOGRAD, default_profile, nearest, winograd_features
+from relaygraph.egraph.cpu_cost import WINOGRAD, default_profile, nearest, tile_waste, winograd_features
 from relaygraph.errors import RelayTypeError
 from relaygraph.ops.conv import conv2d_nchw
-from relaygraph.ops.winograd import WINOGRAD_G, winograd_conv2d, winograd_weight
+from relaygraph.ops.winograd import (
+    WINOGRAD_A4T,
+    WINOGRAD_B4T,
+    WINOGRAD_G,
+    WINOGRAD_G4,
+    _band_rows,
+    winograd_conv2d,
+    winograd_weight,
+)
 from relaygraph.rewrite import load_rules
 from relaygraph.rewrite.soundness import check_rules, format_results
 
@@ -33,16 +42,18 @@ def _program(x_shape, w_shape, call: str, extra: str = "", dtype=F32) -> rg.IRMo
     # fewer tiles than output channels: the products by output channel (the weight as stored)
     ((2, 4, 3, 4), 40, (1, 1, 1, 1)),     # two images, an odd output height
     ((1, 5, 2, 2), 9, (1, 1, 1, 1)),      # one tile
+    ((1, 3, 13, 14), 5, (1, 1, 1, 1)),    # F(4x4, 3x3): sides that whole 4x4 tiles overrun by 3 and 2
 ])
-def test_winograd_matches_conv2d(x_shape, out_channels, padding):
+@pytest.mark.parametrize("tile", [2, 4])
+def test_winograd_matches_conv2d(x_shape, out_channels, padding, tile):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(x_shape).astype(F32)
     w = rng.standard_normal((out_channels, x_shape[1], 3, 3)).astype(F32)
     pad = ", ".join(str(p) for p in padding)
     mod = _program(x_shape, (out_channels, x_shape[1], 3, 3),
-                   f"%0 = nn.contrib_conv2d_winograd_weight_transform(%w, tile_size=2);\n"
+                   f"%0 = nn.contrib_conv2d_winograd_weight_transform(%w, tile_size={tile});\n"
                    "  nn.contrib_conv2d_winograd_without_weight_transform("
-                   f"%x, %0, tile_size=2, padding=[{pad}])")
+                   f"%x, %0, tile_size={tile}, padding=[{pad}])")
     got = rg.evaluate(mod, x, w)
     want = conv2d_nchw(x, w, (1, 1), padding, (1, 1), 1)
     assert got.shape == want.shape == tuple(rg.infer_type(mod)["main"].ret_type.shape)
@@ -56,18 +67,22 @@ def test_winograd_matches_conv2d(x_shape, out_channels, padding):
     ((1, 3, 15, 8), 2, (-1, 1, 0, -2)),   # negative padding crops first
 ])
 @pytest.mark.parametrize("epilogue", ["none", "bias", "relu", "bias_relu"])
-def test_winograd_in_bands_matches_conv2d(x_shape, o, padding, epilogue):
+@pytest.mark.parametrize("tile", [2, 4])
+def test_winograd_in_bands_matches_conv2d(x_shape, o, padding, epilogue, tile):
     # a band budget a few tile rows deep, so that small images take the large images' path
     rng = np.random.default_rng(3)
     x = rng.standard_normal(x_shape).astype(F32)
     w = rng.standard_normal((o, x_shape[1], 3, 3)).astype(F32)
     b = rng.standard_normal(o).astype(F32) if "bias" in epilogue else None
     relu = "relu" in epilogue
-    n, c, _, width = x_shape
-    tw = (width + padding[1] + padding[3] - 1) // 2
-    band_bytes = 16 * tw * n * c * 4  # one tile row: bands of two (the image is deeper than four rows)
-    got = winograd_conv2d(x, winograd_weight(w), padding, b, relu, band_bytes=band_bytes)
-    whole = winograd_conv2d(x, winograd_weight(w), padding, b, relu, band_bytes=1 << 40)
+    n, c, height, width = x_shape
+    tw = -(-(width + padding[1] + padding[3] - 2) // tile)
+    th = -(-(height + padding[0] + padding[2] - 2) // tile)
+    band_bytes = (tile + 2) ** 2 * tw * n * c * 4 // 2  # half a tile row: bands of two tile rows
+    assert _band_rows(th, tw, n, c, 4, band_bytes, tile + 2) < th  # (more than one band)
+    u = winograd_weight(w, tile)
+    got = winograd_conv2d(x, u, padding, b, relu, band_bytes=band_bytes)
+    whole = winograd_conv2d(x, u, padding, b, relu, band_bytes=1 << 40)
     want = conv2d_nchw(x, w, (1, 1), padding, (1, 1), 1)
     if b is not None:
         want = want + b[:, None, None]
@@ -83,6 +98,17 @@ def test_weight_transform_is_g_w_g_transposed():
     u = winograd_weight(w)
     assert u.shape == (4, 4, 2, 3) and u.dtype == np.float32
     np.testing.assert_allclose(u[:, :, 1, 2], WINOGRAD_G @ w[1, 2] @ WINOGRAD_G.T, rtol=1e-6)
+    u4 = winograd_weight(w, 4)
+    assert u4.shape == (6, 6, 2, 3) and u4.dtype == np.float32
+    np.testing.assert_allclose(u4[:, :, 1, 2], WINOGRAD_G4 @ w[1, 2] @ WINOGRAD_G4.T, rtol=1e-6)
+
+
+def test_f4x4_matrices_compute_a_one_dimensional_correlation():
+    # F(4, 3) in one dimension: A^T [(G g) * (B^T d)] is the 3-tap correlation of a 6-long input
+    rng = np.random.default_rng(11)
+    d, g = rng.standard_normal(6), rng.standard_normal(3)
+    y = WINOGRAD_A4T @ ((WINOGRAD_G4 @ g) * (WINOGRAD_B4T @ d))
+    np.testing.assert_allclose(y, np.correlate(d, g, mode="valid"), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("fused, tail", [
@@ -91,16 +117,17 @@ def test_weight_transform_is_g_w_g_transposed():
     ("fused.winograd_bias_relu", "nn.relu(nn.bias_add(%1, %b))"),
 ])
 @pytest.mark.parametrize("x_shape, o", [((1, 3, 7, 8), 4), ((2, 3, 3, 5), 24)])  # more tiles; more channels
-def test_fused_winograd_ops_match_their_parts(fused, tail, x_shape, o):
+@pytest.mark.parametrize("tile", [2, 4])
+def test_fused_winograd_ops_match_their_parts(fused, tail, x_shape, o, tile):
     rng = np.random.default_rng(2)
     x = rng.standard_normal(x_shape).astype(F32)
     w = rng.standard_normal((o, x_shape[1], 3, 3)).astype(F32)
     b = rng.standard_normal(o).astype(F32)
     bias = ", %b" if "bias" in fused else ""
     mod = _program(x_shape, (o, x_shape[1], 3, 3),
-                   "%0 = nn.contrib_conv2d_winograd_weight_transform(%w, tile_size=2);\n"
+                   f"%0 = nn.contrib_conv2d_winograd_weight_transform(%w, tile_size={tile});\n"
                    f"  %1 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);\n"
-                   f"  ({fused}(%x, %0{bias}, tile_size=2, padding=[1, 1, 1, 1]), {tail})",
+                   f"  ({fused}(%x, %0{bias}, tile_size={tile}, padding=[1, 1, 1, 1]), {tail})",
                    extra=f", %b: Tensor[({o}), float32]")
     got, want = rg.evaluate(mod, x, w, b)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -109,8 +136,10 @@ def test_fused_winograd_ops_match_their_parts(fused, tail, x_shape, o):
 @pytest.mark.parametrize("w_shape, call, message", [
     ((4, 4, 5, 3), "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=2, "
                    "strides=[2, 2])", "strides must be (1, 1)"),
+    ((4, 4, 5, 3), "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=3)",
+     "tile_size=3 is not supported"),
     ((4, 4, 5, 3), "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=4)",
-     "tile_size=4 is not supported"),
+     "must be a transformed weight (6, 6, O, I) for tile_size=4"),
     ((4, 4, 5, 2), "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=2)",
      "data has 3 channels but the weight takes 2"),
     ((5, 3, 3, 3), "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=2)",
@@ -118,7 +147,9 @@ def test_fused_winograd_ops_match_their_parts(fused, tail, x_shape, o):
     ((4, 4, 5, 3), "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=2, "
                    "data_layout=\"NHWC\")", "only NCHW data is supported"),
     ((5, 3, 5, 5), "nn.contrib_conv2d_winograd_weight_transform(%w, tile_size=2)",
-     "must be 3 for F(2x2, 3x3)"),
+     "must be 3 for Winograd"),
+    ((5, 3, 3, 3), "nn.contrib_conv2d_winograd_weight_transform(%w, tile_size=6)",
+     "tile_size=6 is not supported"),
 ])
 def test_unsupported_winograd_calls_are_type_errors(w_shape, call, message):
     with pytest.raises(RelayTypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -142,14 +173,16 @@ def test_cli_reports_a_bad_winograd_call_without_traceback(tmp_path, capsys):
     assert "Traceback" not in captured.err + captured.out
 
 
-def test_winograd_weight_transform_exports_to_onnx_and_the_convolution_is_refused_clearly():
+@pytest.mark.parametrize("tile", [2, 4])
+def test_winograd_weight_transform_exports_to_onnx_and_the_convolution_is_refused_clearly(tile):
     from onnx.reference import ReferenceEvaluator
 
     w = np.random.default_rng(10).standard_normal((4, 3, 3, 3)).astype(F32)
-    mod = _program((1, 3, 7, 8), (4, 3, 3, 3), "nn.contrib_conv2d_winograd_weight_transform(%w, tile_size=2)")
+    mod = _program((1, 3, 7, 8), (4, 3, 3, 3),
+                   f"nn.contrib_conv2d_winograd_weight_transform(%w, tile_size={tile})")
     feeds = {"x": np.zeros((1, 3, 7, 8), F32), "w": w}
     (got,) = ReferenceEvaluator(rg.frontend.to_onnx(mod)).run(None, feeds)
-    np.testing.assert_allclose(got, winograd_weight(w), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, winograd_weight(w, tile), rtol=1e-5, atol=1e-6)
     conv = _program((1, 3, 7, 8), (4, 4, 5, 3),
                     "nn.contrib_conv2d_winograd_without_weight_transform(%x, %w, tile_size=2)")
     with pytest.raises(rg.RelayError, match="nn.contrib_conv2d_winograd_without_weight_transform"):
@@ -159,7 +192,8 @@ def test_winograd_weight_transform_exports_to_onnx_and_the_convolution_is_refuse
 # -- the rules -------------------------------------------------------------------------------------
 def test_conv_rules_are_sound():
     results = check_rules(load_rules(CONV_RULES))
-    assert [r.rule for r in results] == ["conv2d-winograd", "fuse-winograd-bias", "fuse-winograd-relu",
+    assert [r.rule for r in results] == ["conv2d-winograd", "conv2d-winograd-4x4", "fuse-winograd-bias",
+                                         "fuse-winograd-relu",
                                          "fuse-winograd-bias-relu", "fuse-conv2d-add", "batch-norm-relu",
                                          "fold-batch-norm-conv2d-transpose", "bias-relu-after-max-pool",
                                          "bias-relu-after-max-pool-3x3", "shift-through-conv2d-1x1-bias",
@@ -175,7 +209,7 @@ def test_conv_rules_are_sound():
 def test_cli_checks_the_conv_rules(capsys):
     assert main(["rules", "check", CONV_RULES]) == 0
     out = capsys.readouterr().out
-    assert "conv2d-winograd" in out and "19 sound" in out and "Traceback" not in out
+    assert "conv2d-winograd" in out and "20 sound" in out and "Traceback" not in out
 
 
 def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0, shape=(1, 8, 12, 12)):
@@ -303,6 +337,35 @@ def test_cpu_cost_is_the_direct_kernel_times_the_measured_ratio():
     tiles = rg.TensorType((14 * 14, 48), F32)
     epilogue = model.kernel("add", {}, [tiles, bias], tiles) + model.kernel("nn.relu", {}, [out], out)
     assert fused == pytest.approx(wino + epilogue)
+
+
+def test_cpu_cost_prices_f4x4_from_its_own_rows_and_tile_waste():
+    model = default_profile(progress=False)
+    rows = model.profile.winograd4
+    assert rows, "calibration measures F(4x4, 3x3) against the direct kernel"
+    attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    for side in (28, 14):  # 4x4 tiles fit 28 exactly and overrun 14 (16x16 computed: 1.31x)
+        x, out = rg.TensorType((1, 32, side, side), F32), rg.TensorType((1, 48, side, side), F32)
+        direct = model.kernel("nn.conv2d", attrs, [x, rg.TensorType((48, 32, 3, 3), F32)], out)
+        wino = model.kernel(WINOGRAD, dict(attrs, tile_size=4), [x, rg.TensorType((6, 6, 48, 32), F32)], out)
+        ratio = nearest(rows, winograd_features(32, 48, 48 * side * side))
+        assert wino == pytest.approx(direct * ratio * tile_waste(side, side, 4))
+    assert tile_waste(14, 14, 4) == pytest.approx((16 / 14) ** 2) and tile_waste(28, 28, 4) == 1.0
+    # the epilogue's bias goes into one tile position's products: 7x7 tiles of 4x4 on 28x28
+    x, out = rg.TensorType((1, 32, 28, 28), F32), rg.TensorType((1, 48, 28, 28), F32)
+    bias = rg.TensorType((48,), F32)
+    plain = model.kernel(WINOGRAD, dict(attrs, tile_size=4), [x, rg.TensorType((6, 6, 48, 32), F32)], out)
+    fused = model.kernel("fused.winograd_bias", dict(attrs, tile_size=4),
+                         [x, rg.TensorType((6, 6, 48, 32), F32), bias], out)
+    tiles = rg.TensorType((7 * 7, 48), F32)
+    assert fused == pytest.approx(plain + model.kernel("add", {}, [tiles, bias], tiles))
+    # a profile without F(4x4, 3x3)'s rows never prices it below the kernels it measured
+    model.profile.winograd4 = []
+    try:
+        assert model.kernel(WINOGRAD, dict(attrs, tile_size=4), [x, rg.TensorType((6, 6, 48, 32), F32)],
+                            out) == float("inf")
+    finally:
+        model.profile.winograd4 = rows
 
 
 # -- the depthwise kernel's channels-last path (small images, many channels) -----------------------

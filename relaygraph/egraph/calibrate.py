@@ -658,6 +658,7 @@ class _Calibration:
 
         rows = []
         winograd: list = []
+        winograd4: list = []
         fused_ops = self._conv_fused_ops()
         from ..ops.fused_ops import FUSED_OPS
 
@@ -677,14 +678,17 @@ class _Calibration:
             rows.append([*features, max(t - call, 0.1 * t) / est])
             self.step(f"conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
             if (kh, kw) == (3, 3) and stride == 1:  # Winograd's time over the direct kernel's, by
-                u = winograd_weight(w)  # channels: alternated samples (the load changes), each
-                wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))  # weight cold:
-                # Winograd's transformed weight is 16/9 the direct one's, which a looped run
-                # keeps in the cache (there 512 channels on 7x7 measured 0.84x the direct
-                # kernel; cold, as in a program, 1.03-1.06x)
-                wino_t, direct_t = self.cold_times([(wk, [x, u], wattrs), (kernel, [x, w], attrs)])
-                winograd.append([*winograd_features(c, o, float(out.size)),
-                                 wino_t / direct_t / tile_waste(*out.shape[2:])])
+                u, u4 = winograd_weight(w), winograd_weight(w, 4)  # channels: alternated samples
+                wk, wattrs = _call(WINOGRAD, [x, u], tile_size=2, padding=(ph, pw))  # (the load
+                wk4, wattrs4 = _call(WINOGRAD, [x, u4], tile_size=4, padding=(ph, pw))  # changes),
+                # each weight cold: Winograd's transformed weight is 16/9 (F(4x4, 3x3): 4) times the
+                # direct one's, which a looped run keeps in the cache (there 512 channels on 7x7
+                # measured 0.84x the direct kernel; cold, as in a program, 1.03-1.06x)
+                wino_t, wino4_t, direct_t = self.cold_times([(wk, [x, u], wattrs), (wk4, [x, u4], wattrs4),
+                                                             (kernel, [x, w], attrs)])
+                shape = winograd_features(c, o, float(out.size))
+                winograd.append([*shape, wino_t / direct_t / tile_waste(*out.shape[2:])])
+                winograd4.append([*shape, wino4_t / direct_t / tile_waste(*out.shape[2:], 4)])
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops + residual_ops:
@@ -697,6 +701,7 @@ class _Calibration:
             self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
         self.data["conv"] = rows
         self.data["winograd"] = winograd
+        self.data["winograd4"] = winograd4
         grouped, nhwc = [], []
         self.data["fused_grouped"] = {}
         for c, size, stride in self._depthwise_shapes():

@@ -74,8 +74,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # kernel, where it was 0.83-0.95); 20: nn.batch_norm adds its shift in place (no temporary); 21:
 # kernels timed with malloc's thresholds pinned (relaygraph.eval.memory), where looped kernels
 # with temporaries of a few MB could page-fault them afresh on every call and time 1.2-4x slower
-# than in a program (ResNet-50's 64-channel Winograd layer 8.7 against 2.3 ms)
-FORMAT = 21
+# than in a program (ResNet-50's 64-channel Winograd layer 8.7 against 2.3 ms); 22: Winograd
+# F(4x4, 3x3) (tile_size 4) timed over the direct kernel on the same shapes as F(2x2, 3x3)
+FORMAT = 22
 PROFILE_STEM = "cpu-profile"
 
 
@@ -360,25 +361,32 @@ def winograd_features(c: int, o: int, out: float) -> tuple:
     return (float(c), float(o), max(1.0, out / max(o, 1)))
 
 
-def tile_waste(oh: int, ow: int) -> float:
-    """Output pixels Winograd F(2x2, 3x3) computes over those wanted: whole 2x2 tiles, so an odd
-    side computes one row or column more (7x7 computes 8x8, 1.31x; 13x13 1.16x). The profile's
-    Winograd ratios are kept per wanted pixel without it (measured: 512 channels, 0.86x the direct
-    kernel at 8x8 and 1.08x at 7x7)."""
-    return (2 * math.ceil(oh / 2)) * (2 * math.ceil(ow / 2)) / max(oh * ow, 1)
+def tile_waste(oh: int, ow: int, tile: int = 2) -> float:
+    """Output pixels Winograd F(mxm, 3x3) computes over those wanted: whole ``tile``-square tiles,
+    so with F(2x2, 3x3) an odd side computes one row or column more (7x7 computes 8x8, 1.31x; 13x13
+    1.16x), and with F(4x4, 3x3) up to three (14x14 computes 16x16). The profile's Winograd ratios
+    are kept per wanted pixel without it (measured: 512 channels, 0.86x the direct kernel at 8x8
+    and 1.08x at 7x7)."""
+    return (tile * math.ceil(oh / tile)) * (tile * math.ceil(ow / tile)) / max(oh * ow, 1)
+
+
+def winograd_tile(attrs: Mapping) -> int:
+    """The output tile's side of a Winograd call: its ``tile_size`` (2 unless it says 4)."""
+    return 4 if attrs.get("tile_size") == 4 else 2
 
 
 def conv_working_set(op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
     """Elements a convolution's kernel (direct or Winograd, alone or fused) touches per call: its
     inputs and output, and the columns a direct kernel gathers (all but an unpadded 1x1 stride-1
     kernel, a plain product) or Winograd's transformed input and output tiles (16 per 2x2 tile,
-    per channel in and out)."""
+    per channel in and out; 36 per 4x4 tile with F(4x4, 3x3))."""
     anchor = _anchor(op)
     total = sum(_numel(t) for t in arg_types) + _numel(out_type)
     if anchor == WINOGRAD:
         n, o, oh, ow = _nchw(out_type, attrs.get("data_layout"))
         c = _shape(arg_types[1])[3]
-        return total + 16.0 * n * math.ceil(oh / 2) * math.ceil(ow / 2) * (c + o)
+        m = winograd_tile(attrs)
+        return total + (m + 2) ** 2 * n * math.ceil(oh / m) * math.ceil(ow / m) * (c + o)
     if anchor != "nn.conv2d" or int(attrs.get("groups", 1) or 1) != 1:
         return total
     w = _dims(attrs.get("kernel_layout") or "OIHW", _shape(arg_types[1]), "OIHW")
@@ -528,8 +536,10 @@ class Profile:
         # measured over the structural estimate, per shape: [(m, o, k, taps, ratio)]
         self.conv: list = data["conv"]
         self.conv_transpose: list = data.get("conv_transpose", [])
-        # Winograd's time over the direct kernel's, per shape: [(c, o, pixels, ratio)]
+        # Winograd's time over the direct kernel's, per shape: [(c, o, pixels, ratio)]; F(2x2, 3x3)'s
+        # and F(4x4, 3x3)'s (tile_size 4)
         self.winograd: list = data.get("winograd", [])
+        self.winograd4: list = data.get("winograd4", [])
         # a fused op's measured time over its anchor's (or its parts') prediction, per shape:
         # {op: [(*features, ratio)]}, features as ``fused_features`` gives them
         self.fused: dict[str, list] = data.get("fused", {})
@@ -966,9 +976,10 @@ class CpuCost:
         return self.profile.conv_call + base * ratio
 
     def _winograd(self, op: str, attrs, arg_types, out_type) -> float:
-        """Seconds of a Winograd F(2x2, 3x3) kernel: the direct 3x3 kernel's time times the ratio of
-        the two kernels' times measured on the nearest calibrated shapes (channels in and out,
-        output pixels), so the choice between them follows that measurement. A fused one adds its
+        """Seconds of a Winograd F(2x2, 3x3) or F(4x4, 3x3) kernel: the direct 3x3 kernel's time times
+        the ratio of the two kernels' times measured on the nearest calibrated shapes (channels in
+        and out, output pixels; the tile size's own rows), so the choice between them follows that
+        measurement. A fused one adds its
         epilogue as the kernel runs it: the bias goes into the products of one tile position (an
         add over a sixteenth of them), the relu is one pass over the output. Priced instead through
         the direct kernel's fused ratio (what a bias and a relu pass add to a direct convolution,
@@ -983,11 +994,15 @@ class CpuCost:
         direct_attrs = {k: attrs[k] for k in attrs if k != "tile_size"}  # a dict or a call's Attrs
         t = self.kernel("nn.conv2d", direct_attrs, direct_types, out_type)
         n, _, oh, ow = _nchw(out_type, attrs.get("data_layout"))
-        if self.profile.winograd:
-            ratio = nearest(self.profile.winograd, winograd_features(c, o, _numel(out_type)))
-            t *= ratio * tile_waste(oh, ow)
+        m = winograd_tile(attrs)
+        rows = self.profile.winograd4 if m == 4 else self.profile.winograd
+        if rows:
+            ratio = nearest(rows, winograd_features(c, o, _numel(out_type)))
+            t *= ratio * tile_waste(oh, ow, m)
+        elif m == 4:  # a profile without F(4x4, 3x3)'s rows: never chosen over the measured kernels
+            return math.inf
         if op in ("fused.winograd_bias", "fused.winograd_bias_relu"):
-            tiles = TensorType((n * math.ceil(oh / 2) * math.ceil(ow / 2), o), dtype)
+            tiles = TensorType((n * math.ceil(oh / m) * math.ceil(ow / m), o), dtype)
             t += self.kernel("add", {}, [tiles, TensorType((o,), dtype)], tiles)
         if op in ("fused.winograd_relu", "fused.winograd_bias_relu"):
             t += self.kernel("nn.relu", {}, [out_type], out_type)

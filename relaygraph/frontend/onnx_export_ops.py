@@ -623,12 +623,12 @@ CONVERTERS: dict[str, Callable] = {
 
 
 def _winograd_weight_transform(g, s: Site):
-    from ..ops.winograd import WINOGRAD_G
+    from ..ops.winograd import WINOGRAD_G, WINOGRAD_G4
 
     _float_only(s)
-    gm = WINOGRAD_G.astype(np.dtype(s.in_types[0].dtype))
+    gm = (WINOGRAD_G4 if s.attrs["tile_size"] == 4 else WINOGRAD_G).astype(np.dtype(s.in_types[0].dtype))
     u = g.add("MatMul", [g.add("MatMul", [g.const(gm), s.ins[0]]), g.const(np.ascontiguousarray(gm.T))])
-    return g.add("Transpose", [u], perm=[2, 3, 0, 1])  # (O, I, 4, 4) -> (4, 4, O, I)
+    return g.add("Transpose", [u], perm=[2, 3, 0, 1])  # (O, I, a, a) -> (a, a, O, I)
 
 
 # nn.contrib_conv2d_winograd_without_weight_transform has no converter: ONNX has no Winograd

@@ -1,0 +1,90 @@
+"""Winograd F(4x4, 3x3) against F(2x2, 3x3) and the direct kernel, per 3x3 layer shape.
+
+Each kernel runs a stride-1 3x3 convolution with its channel bias and relu (as the fused ops
+``fused.conv2d_bias_relu`` and ``fused.winograd_bias_relu`` run it) on one image, the three
+alternated, with malloc's thresholds pinned as the executor pins them; the table gives the
+medians and F(2x2)'s time over F(4x4)'s (above 1: the larger tile pays). The shapes are ResNet's
+and VGG's 3x3 layers at 224x224 input. BLAS uses the threads its environment gives it
+(``OPENBLAS_NUM_THREADS``); the header says how many.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_winograd.py [--runs 15] [--shapes 64x56,128x28]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+# (channels, image side): channels in = channels out, padding 1
+SHAPES = [(64, 56), (128, 28), (256, 14), (512, 7), (128, 56), (256, 28), (512, 14), (64, 112), (128, 112)]
+
+
+def _parse(shapes: str) -> list[tuple[int, int]]:
+    out = []
+    for item in shapes.split(","):
+        c, _, side = item.strip().partition("x")
+        out.append((int(c), int(side)))
+    return out
+
+
+def measure(c: int, side: int, runs: int) -> dict[str, float]:
+    """Median milliseconds of the direct kernel, F(2x2, 3x3) and F(4x4, 3x3) on one shape; their
+    outputs checked against each other first."""
+    import numpy as np
+
+    from relaygraph.ops import registry
+    from relaygraph.ops.winograd import winograd_conv2d, winograd_weight
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, side, side)).astype(np.float32)
+    w = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    direct_op = registry.lookup("fused.conv2d_bias_relu")
+    attrs = direct_op.resolve({"padding": (1, 1)})
+    u2, u4 = winograd_weight(w, 2), winograd_weight(w, 4)
+    kernels = {"direct": lambda: direct_op.kernel([x, w, b], attrs),
+               "F(2x2)": lambda: winograd_conv2d(x, u2, (1, 1, 1, 1), b, True),
+               "F(4x4)": lambda: winograd_conv2d(x, u4, (1, 1, 1, 1), b, True)}
+    want = kernels["direct"]()
+    for name in ("F(2x2)", "F(4x4)"):
+        got = kernels[name]()
+        if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max())):
+            raise AssertionError(f"{name} differs from the direct kernel at {c} channels on {side}x{side}")
+    times: dict[str, list[float]] = {k: [] for k in kernels}
+    for _ in range(runs):
+        for name, fn in kernels.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=15, help="alternated runs of each kernel")
+    p.add_argument("--shapes", default=None, help="channels x side, comma-separated (default: ResNet's "
+                                                  "and VGG's 3x3 layers)")
+    args = p.parse_args(argv)
+    from relaygraph.eval.memory import pin_allocator
+
+    pin_allocator()
+    shapes = _parse(args.shapes) if args.shapes else SHAPES
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "all cores")
+    print(f"3x3 convolution with bias and relu, one image; BLAS threads: {threads}; medians of "
+          f"{args.runs} alternated runs (ms); load average {os.getloadavg()[0]:.1f}")
+    print(f"{'channels':>9}{'image':>8}{'direct':>9}{'F(2x2)':>9}{'F(4x4)':>9}{'F(2x2)/F(4x4)':>15}")
+    for c, side in shapes:
+        t = measure(c, side, args.runs)
+        print(f"{c:>9}{f'{side}x{side}':>8}{t['direct']:>9.3f}{t['F(2x2)']:>9.3f}{t['F(4x4)']:>9.3f}"
+              f"{t['F(2x2)'] / t['F(4x4)']:>14.2f}x", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
