@@ -25,6 +25,12 @@ threads than the original's.
                                         [--runs 9] [--quick] [--zoo] [--pipeline tvm-o3]
 
 ``--quick`` uses each model's small configuration (a smoke run, not the figures).
+
+The control (``--control``, on with ``--zoo``): the original program is timed a second time in the
+same alternation, as a fourth program. Its two medians differ only by the measurement's own
+resolution on that model (the load, the program's place in the rounds), and that difference is
+printed (``A/A``). An e-graph program slower than the pipeline's by no more than it is reported
+as a tie within the resolution, not as slower; the tables count both.
 """
 
 from __future__ import annotations
@@ -80,10 +86,11 @@ def _agree(a, b) -> bool:
 
 
 def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool,
-        pipeline: str = "tvm-o3", budget: float = 0.0) -> list[dict]:
+        pipeline: str = "tvm-o3", budget: float = 0.0, control: bool = False) -> list[dict]:
     """Optimize each model once, run the pipeline on it, and time the three programs under each
     thread count (in this process: BLAS reads its thread count when numpy loads, so ``threads``
-    holds the one it was given); one row per model and thread count."""
+    holds the one it was given), with ``control`` the original a second time; one row per model
+    and thread count."""
     import relaygraph as rg
     from relaygraph.egraph.compare import _ops
     from relaygraph.egraph.cpu_cost import clock_of, machine_key
@@ -111,9 +118,10 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
             values = [rg.evaluate(m, *inputs) for m in mods]
             # by the cpu profile's clock: CPU time with one BLAS thread (a shared machine's load
             # moves it far less than the wall clock), else the wall clock
-            times, walls, _ = time_programs(mods, inputs, runs, budget)
+            times, walls, _ = time_programs(mods + [res.original] * control, inputs, runs, budget)
             rows.append({"name": name, "label": _label(name, quick), "threads": n, "seconds": seconds,
-                         "times": times, "walls": walls, "predicted": predicted, "check": res.check_passed,
+                         "times": times[:3], "walls": walls[:3], "control": times[3] if control else None,
+                         "predicted": predicted, "check": res.check_passed,
                          "pipeline_check": _agree(values[0], values[1]),
                          "egraph_changed": _changed(res.ops_before, res.ops_after),
                          "pipeline_changed": _changed(_ops(res.original), _ops(piped)),
@@ -134,8 +142,11 @@ def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
     print(f"cost model: {cost}; pipeline: {pipeline}; medians of alternated runs by {' and '.join(clocks)} "
           "(CPU time with one BLAS thread); load = 1-minute load average after the row (the machine may "
           "be shared)")
+    control = any(r.get("control") for r in rows)
     print(f"{'model':<22}{'threads':>8}{'opt time':>10}{'original':>11}{'pipeline':>11}{'e-graph':>11}"
-          f"{'pipe x':>8}{'e-graph x':>10}{'predicted':>10}{'target':>8}{'load':>6}  verdict")
+          f"{'pipe x':>8}{'e-graph x':>10}{'predicted':>10}{'target':>8}{'load':>6}"
+          f"{format('A/A', '>7') if control else ''}  verdict")
+    counts = {"ahead": 0, "tie": 0, "slower": 0}
     for row in rows:
         if "error" in row:
             print(f"{row['label']:<22}  not measured: {row['error']}")
@@ -146,7 +157,16 @@ def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
         verdicts = []
         if target is not None:
             verdicts.append("ok" if speedup >= target else "BELOW TARGET")
-        verdicts.append(">= pipeline" if after <= piped else "SLOWER THAN PIPELINE")
+        spread = abs(row["control"] / before - 1) if row.get("control") else 0.0
+        if after <= piped:
+            verdicts.append(">= pipeline")
+            counts["ahead"] += 1
+        elif after / piped - 1 <= spread:
+            verdicts.append(f"tie with pipeline (slower by {after / piped - 1:.1%}, within A/A)")
+            counts["tie"] += 1
+        else:
+            verdicts.append("SLOWER THAN PIPELINE")
+            counts["slower"] += 1
         if row["check"] is not True:
             verdicts.append(f"CHECK {'FAILED' if row['check'] is False else 'INCONCLUSIVE'}")
         if not row["pipeline_check"]:
@@ -154,7 +174,10 @@ def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
         shown = f"{target:.2f}x" if target is not None else "-"
         print(f"{row['label']:<22}{row['threads']:>8}{row['seconds']:>9.1f}s{before * 1e3:>9.1f}ms"
               f"{piped * 1e3:>9.1f}ms{after * 1e3:>9.1f}ms{pipe_speedup:>7.2f}x{speedup:>9.2f}x"
-              f"{row['predicted']:>9.2f}x{shown:>8}{row['load']:>6.1f}  {', '.join(verdicts)}")
+              f"{row['predicted']:>9.2f}x{shown:>8}{row['load']:>6.1f}"
+              f"{f'{spread:>6.1%}' if control else ''}  {', '.join(verdicts)}")
+    print(f"e-graph against the pipeline: at least as fast on {counts['ahead']}, a tie within the A/A "
+          f"resolution on {counts['tie']}, slower on {counts['slower']}")
     seen = set()
     for row in rows:
         if "error" in row or row["name"] in seen:
@@ -177,6 +200,9 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small configurations (a smoke run)")
     p.add_argument("--budget", type=float, default=3.0, help="seconds of extra alternated runs for "
                                                              "small programs (up to 200 runs)")
+    p.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
+                   help="time the original a second time, as the resolution of the comparison (default: "
+                        "on with --zoo)")
     p.add_argument("--rows-out", help=argparse.SUPPRESS)  # a model's process: its rows as JSON here
     args = p.parse_args(argv)
     import relaygraph as rg
@@ -192,8 +218,10 @@ def main(argv=None) -> int:
         p.error(str(exc))
     threads = [int(t) for t in args.threads.split(",")]
     cost = args.cost or default_cost()
+    if args.control is None:
+        args.control = args.zoo
     if args.rows_out:  # a model's process, its BLAS threads set by the parent
-        rows = run(models, threads, cost, args.runs, args.quick, args.pipeline, args.budget)
+        rows = run(models, threads, cost, args.runs, args.quick, args.pipeline, args.budget, args.control)
         with open(args.rows_out, "w") as f:
             json.dump(rows, f, default=float)
         return 0
@@ -208,7 +236,8 @@ def _in_subprocesses(models: list[str], threads: list[int], cost: str, args) -> 
     # A cpu profile is made for one thread count; each count has its own file (calibrated once).
     profiles = os.path.dirname(profile_path())
     options = ["--cost", cost, "--pipeline", args.pipeline, "--runs", str(args.runs),
-               "--budget", str(args.budget)] + (["--quick"] if args.quick else [])
+               "--budget", str(args.budget)] + (["--quick"] if args.quick else []) \
+        + ["--control" if args.control else "--no-control"]
     status = 0
     for n in threads:
         env = dict(os.environ, **{v: str(n) for v in _THREAD_VARS}, NUMEXPR_NUM_THREADS=str(n))
