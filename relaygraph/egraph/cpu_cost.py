@@ -75,7 +75,8 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # kernels timed with malloc's thresholds pinned (relaygraph.eval.memory), where looped kernels
 # with temporaries of a few MB could page-fault them afresh on every call and time 1.2-4x slower
 # than in a program (ResNet-50's 64-channel Winograd layer 8.7 against 2.3 ms); 22: Winograd
-# F(4x4, 3x3) (tile_size 4) timed over the direct kernel on the same shapes as F(2x2, 3x3)
+# F(4x4, 3x3) (tile_size 4) timed over the direct kernel on the same shapes as F(2x2, 3x3), and
+# SqueezeNet's expand layers on a 96x96 input among the calibrated shapes
 FORMAT = 22
 PROFILE_STEM = "cpu-profile"
 
