@@ -17,7 +17,7 @@ they are in the cache.
 With ``tile_size=4``, F(4x4, 3x3): each 4x4 block of the output from a 6x6 input tile, 36
 multiplies per 16 outputs (4x fewer than the direct kernel's, against 2.25x), and a transformed
 input of 2.25x the input's size; its transforms take more arithmetic per tile and its rounding
-error is larger (about 1e-6 of the output's scale in float32), and on small images the whole
+error is larger (up to about 1e-5 of the output's scale in float32), and on small images the whole
 4x4 tiles waste more (14x14 computes 16x16). The same code runs both: the transforms by their
 matrices, the GEMMs and the bands by the tile's size.
 Only 3x3 kernels with stride 1, dilation 1 and one group, in NCHW, are supported (tile_size 2 or 4).
@@ -148,12 +148,9 @@ def _input_transform(x: np.ndarray, padding, th: int, tw: int, tile: int = 2) ->
     overhead would dominate)."""
     if tile == 4:
         return _input_transform4(x, padding, th, tw)
-    n, c, h, wd = x.shape
-    pt, pl = padding[0], padding[1]
-    hp, wp = 2 * th + 2, 2 * tw + 2
-    xp = np.zeros((hp, wp, n, c), x.dtype)
-    rows, cols = min(h, hp - pt), min(wd, wp - pl)
-    xp[pt:pt + rows, pl:pl + cols] = x[:, :, :rows, :cols].transpose(2, 3, 0, 1)
+    n, c = x.shape[:2]
+    wp = 2 * tw + 2
+    xp = _padded(x, padding, 2 * th + 2, wp)
     d0, d1, d2, d3 = (xp[k:k + 2 * th - 1:2] for k in range(4))  # tile rows k of every tile row
     r = np.empty((4, th, wp, n, c), x.dtype)  # B^T d
     np.subtract(d0, d2, out=r[0])
