@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -37,6 +35,7 @@ def measure(c: int, side: int, runs: int) -> dict[str, float]:
     outputs checked against each other first."""
     import numpy as np
 
+    from relaygraph.egraph.calibrate import measure_alternated
     from relaygraph.ops import registry
     from relaygraph.ops.winograd import winograd_conv2d, winograd_weight
 
@@ -55,13 +54,9 @@ def measure(c: int, side: int, runs: int) -> dict[str, float]:
         got = kernels[name]()
         if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max())):
             raise AssertionError(f"{name} differs from the direct kernel at {c} channels on {side}x{side}")
-    times: dict[str, list[float]] = {k: [] for k in kernels}
-    for _ in range(runs):
-        for name, fn in kernels.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    # one call per sample, the kernels in turn (each called twice first, untimed)
+    seconds = measure_alternated(list(kernels.values()), repeats=runs, min_seconds=0.0)
+    return {name: s * 1e3 for name, s in zip(kernels, seconds, strict=True)}
 
 
 def main(argv=None) -> int:
@@ -73,7 +68,10 @@ def main(argv=None) -> int:
     from relaygraph.eval.memory import pin_allocator
 
     pin_allocator()
-    shapes = _parse(args.shapes) if args.shapes else SHAPES
+    try:
+        shapes = _parse(args.shapes) if args.shapes else SHAPES
+    except ValueError:
+        p.error(f"--shapes takes CHANNELSxSIDE, comma-separated (64x56,128x28), got {args.shapes!r}")
     threads = os.environ.get("OPENBLAS_NUM_THREADS", "all cores")
     print(f"3x3 convolution with bias and relu, one image; BLAS threads: {threads}; medians of "
           f"{args.runs} alternated runs (ms); load average {os.getloadavg()[0]:.1f}")

@@ -371,11 +371,6 @@ def tile_waste(oh: int, ow: int, tile: int = 2) -> float:
     return (tile * math.ceil(oh / tile)) * (tile * math.ceil(ow / tile)) / max(oh * ow, 1)
 
 
-def winograd_tile(attrs: Mapping) -> int:
-    """The output tile's side of a Winograd call: its ``tile_size`` (2 unless it says 4)."""
-    return 4 if attrs.get("tile_size") == 4 else 2
-
-
 def conv_working_set(op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
     """Elements a convolution's kernel (direct or Winograd, alone or fused) touches per call: its
     inputs and output, and the columns a direct kernel gathers (all but an unpadded 1x1 stride-1
@@ -385,8 +380,8 @@ def conv_working_set(op: str, attrs: Mapping, arg_types: Sequence, out_type) -> 
     total = sum(_numel(t) for t in arg_types) + _numel(out_type)
     if anchor == WINOGRAD:
         n, o, oh, ow = _nchw(out_type, attrs.get("data_layout"))
-        c = _shape(arg_types[1])[3]
-        m = winograd_tile(attrs)
+        alpha, _, _, c = _shape(arg_types[1])  # the transformed weight: (tile + 2)-square tiles
+        m = alpha - 2
         return total + (m + 2) ** 2 * n * math.ceil(oh / m) * math.ceil(ow / m) * (c + o)
     if anchor != "nn.conv2d" or int(attrs.get("groups", 1) or 1) != 1:
         return total
@@ -995,7 +990,7 @@ class CpuCost:
         direct_attrs = {k: attrs[k] for k in attrs if k != "tile_size"}  # a dict or a call's Attrs
         t = self.kernel("nn.conv2d", direct_attrs, direct_types, out_type)
         n, _, oh, ow = _nchw(out_type, attrs.get("data_layout"))
-        m = winograd_tile(attrs)
+        m = w[0] - 2  # the output tile's side, as the kernel reads it off the transformed weight
         rows = self.profile.winograd4 if m == 4 else self.profile.winograd
         if rows:
             ratio = nearest(rows, winograd_features(c, o, _numel(out_type)))

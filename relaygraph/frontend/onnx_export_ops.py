@@ -623,10 +623,10 @@ CONVERTERS: dict[str, Callable] = {
 
 
 def _winograd_weight_transform(g, s: Site):
-    from ..ops.winograd import WINOGRAD_G, WINOGRAD_G4
+    from ..ops.winograd import WINOGRAD_GS
 
     _float_only(s)
-    gm = (WINOGRAD_G4 if s.attrs["tile_size"] == 4 else WINOGRAD_G).astype(np.dtype(s.in_types[0].dtype))
+    gm = WINOGRAD_GS[s.attrs["tile_size"]].astype(np.dtype(s.in_types[0].dtype))
     u = g.add("MatMul", [g.add("MatMul", [g.const(gm), s.ins[0]]), g.const(np.ascontiguousarray(gm.T))])
     return g.add("Transpose", [u], perm=[2, 3, 0, 1])  # (O, I, a, a) -> (a, a, O, I)
 

@@ -35,7 +35,8 @@ from .conv import crop_negative_padding, normalize_2d, pad4, pair
 from .inplace import relu_in_place
 from .registry import lookup
 
-__all__ = ["WINOGRAD_G", "WINOGRAD_G4", "WINOGRAD_B4T", "WINOGRAD_A4T", "winograd_weight", "winograd_conv2d"]
+__all__ = ["WINOGRAD_G", "WINOGRAD_G4", "WINOGRAD_GS", "WINOGRAD_B4T", "WINOGRAD_A4T", "winograd_weight",
+           "winograd_conv2d"]
 
 F32 = "float32"
 _BAND_VALUES = 8192  # values of the output transform's source per band of rows copied (32 KB)
@@ -56,7 +57,8 @@ WINOGRAD_B4T = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -
                          [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64)
 WINOGRAD_A4T = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
                         np.float64)
-TILE_SIZES = (2, 4)
+WINOGRAD_GS = {2: WINOGRAD_G, 4: WINOGRAD_G4}  # G by tile_size
+TILE_SIZES = tuple(WINOGRAD_GS)
 
 
 def _t(shape, dtype=F32) -> TensorType:
@@ -93,7 +95,8 @@ def _weight_transform_rel(args, a):
 def winograd_weight(w: np.ndarray, tile_size: int = 2) -> np.ndarray:
     """An OIHW 3x3 weight in the Winograd domain, (alpha, alpha, O, I) with alpha = tile_size + 2:
     ``G g G^T`` per channel pair."""
-    g = WINOGRAD_G if _check_tile(tile_size) == 4 else WINOGRAD_G4
+    _check_tile(tile_size)
+    g = WINOGRAD_GS[tile_size]
     u = np.einsum("ai,ocij,bj->aboc", g, w.astype(np.float64), g)
     return np.ascontiguousarray(u.astype(w.dtype))
 
