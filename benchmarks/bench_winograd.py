@@ -7,7 +7,13 @@ medians and F(2x2)'s time over F(4x4)'s (above 1: the larger tile pays). The sha
 and VGG's 3x3 layers at 224x224 input. BLAS uses the threads its environment gives it
 (``OPENBLAS_NUM_THREADS``); the header says how many.
 
+With ``--models``, whole programs too: each zoo model optimized twice in this process (weights
+bound, the ``cpu`` cost model, the default rule sets with and without ``conv2d-winograd-4x4``),
+then the original and the two optimized programs timed alternated (``time_programs``), with how
+many layers took each tile.
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_winograd.py [--runs 15] [--shapes 64x56,128x28]
+                                                               [--models resnet-50,vgg-19]
 """
 
 from __future__ import annotations
@@ -59,13 +65,66 @@ def measure(c: int, side: int, runs: int) -> dict[str, float]:
     return {name: s * 1e3 for name, s in zip(kernels, seconds, strict=True)}
 
 
+def programs(name: str, runs: int) -> dict:
+    """One zoo model optimized with the default rules and without ``conv2d-winograd-4x4``; the
+    three programs' median seconds (alternated) and the Winograd layers of each tile size."""
+    import relaygraph as rg
+    from relaygraph.egraph.optimize import default_rule_files, random_inputs
+    from relaygraph.egraph.program_profile import time_programs
+    from relaygraph.rewrite import load_rules
+
+    mod, params = rg.zoo.get(name)
+    rules = [r for f in default_rule_files() for r in load_rules(f)]
+    without = [r for r in rules if r.name != "conv2d-winograd-4x4"]
+    if len(without) == len(rules):
+        raise RuntimeError("the default rule sets have no rule conv2d-winograd-4x4")
+    both = rg.optimize(mod, params=params, rules=rules, check=False)
+    small = rg.optimize(mod, params=params, rules=without, check=False)
+
+    def tiles(m) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for tile in _winograd_tiles(m["main"]):
+            out[tile] = out.get(tile, 0) + 1
+        return out
+
+    inputs = random_inputs(both.original["main"], seed=1)
+    times, _, _ = time_programs([both.original, small.module, both.module], inputs, runs, 3.0)
+    return {"times": times, "tiles": (tiles(small.module), tiles(both.module))}
+
+
+def _winograd_tiles(func):
+    """The tile size of each Winograd convolution ``func`` runs: a call of the op, or of a Primitive
+    function holding it (each call counted, though equal functions are one shared node)."""
+    from relaygraph.egraph.cpu_cost import WINOGRAD
+    from relaygraph.ir.expr import Call, Function, Op
+    from relaygraph.ir.traversal import post_order
+
+    def inner(f):
+        return [n.attrs["tile_size"] for n in post_order(f.body)
+                if isinstance(n, Call) and isinstance(n.op, Op) and n.op.name == WINOGRAD]
+
+    for node in post_order(func.body, skip=lambda n: isinstance(n, Function)):
+        if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == WINOGRAD:
+            yield int(node.attrs["tile_size"])
+        elif isinstance(node, Call) and isinstance(node.op, Function):
+            yield from (int(t) for t in inner(node.op))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=15, help="alternated runs of each kernel")
     p.add_argument("--shapes", default=None, help="channels x side, comma-separated (default: ResNet's "
                                                   "and VGG's 3x3 layers)")
+    p.add_argument("--models", default="", help="zoo models whose programs are timed with and without "
+                                                "F(4x4, 3x3), comma-separated")
     args = p.parse_args(argv)
+    import relaygraph as rg
     from relaygraph.eval.memory import pin_allocator
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in rg.zoo.names()]
+    if unknown:
+        p.error(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(rg.zoo.names())})")
 
     pin_allocator()
     try:
@@ -80,6 +139,17 @@ def main(argv=None) -> int:
         t = measure(c, side, args.runs)
         print(f"{c:>9}{f'{side}x{side}':>8}{t['direct']:>9.3f}{t['F(2x2)']:>9.3f}{t['F(4x4)']:>9.3f}"
               f"{t['F(2x2)'] / t['F(4x4)']:>14.2f}x", flush=True)
+    if models:
+        print(f"\nwhole programs, optimized twice in this process (default rules, with and without "
+              f"conv2d-winograd-4x4), medians of at least {args.runs} alternated runs (ms)")
+        print(f"{'model':<16}{'original':>10}{'F(2x2) only':>13}{'both tiles':>12}{'speedup':>18}"
+              f"{'F(4x4) gain':>13}  Winograd layers by tile")
+        for name in models:
+            r = programs(name, args.runs)
+            before, small, both = (t * 1e3 for t in r["times"])
+            print(f"{name:<16}{before:>10.1f}{small:>13.1f}{both:>12.1f}"
+                  f"{f'{before / small:.3f} -> {before / both:.3f}x':>18}{small / both:>12.3f}x  "
+                  f"{r['tiles'][0]} -> {r['tiles'][1]}", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 
