@@ -333,10 +333,11 @@ def test_profile_cli_of_the_lstm(capsys, model):
 
 def test_time_programs_alternates_and_takes_the_probe(model):
     from relaygraph.egraph.calibrate import Probe
+    from relaygraph.egraph.optimize import bind_params
     from relaygraph.egraph.program_profile import time_programs
 
     mod, params = rg.zoo.get("residual-mlp")
-    bound = rg.infer_type(rg.egraph.optimize.bind_params(mod, params, "main"))
+    bound = rg.infer_type(bind_params(mod, params, "main"))
     inputs = rg.eval.inputs.random_inputs(bound, 0)
     probe = Probe(model.profile.clock)
     by_clock, by_wall, probed = time_programs([bound, bound], inputs, runs=3, probe=probe)
@@ -347,6 +348,22 @@ def test_time_programs_alternates_and_takes_the_probe(model):
         time_programs([bound], inputs, runs=0)
     with pytest.raises(rg.RelayError, match="at least one program"):
         time_programs([], inputs)
+
+
+def test_time_programs_rotates_the_order_and_stops_at_a_whole_rotation(monkeypatch):
+    import relaygraph.eval as rg_eval
+    from relaygraph.egraph.program_profile import time_programs
+
+    calls = []
+    monkeypatch.setattr(rg_eval, "evaluate", lambda m, *a, entry="main": calls.append(m))
+    by_clock, _, _ = time_programs(["a", "b", "c"], [], runs=2, clock="wall")
+    assert calls[:3] == ["a", "b", "c"]  # the warm-up
+    rounds = [calls[i:i + 3] for i in range(3, len(calls), 3)]
+    assert rounds == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert len(by_clock) == 3
+    calls.clear()
+    time_programs(["a", "b"], [], runs=3, clock="wall")
+    assert calls[2:] == ["a", "b", "b", "a", "a", "b", "b", "a"]
 
 
 def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_path, monkeypatch, capsys):

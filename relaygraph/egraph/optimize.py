@@ -17,7 +17,6 @@ was asked for by name. By default each fused op the extraction picked is written
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -312,26 +311,22 @@ def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int, budget: flo
 
 def median_times(mods: list[IRModule], inputs: list, runs: int, budget: float = 0.0,
                  max_runs: int = 500, entry: str = "main", progress=False) -> tuple[list[float], list]:
-    """Median seconds of several programs on the same inputs (runs alternated, as
-    ``compare_times``), and their values; ``progress`` shows the check and timing phases."""
+    """Median seconds of several programs on the same inputs (runs alternated, their order rotated
+    each round: ``program_profile.time_programs``), and their values; ``progress`` shows the check
+    and timing phases."""
     from ..eval import evaluate
     from ..progress import phase
+    from .program_profile import time_programs
 
     checking = phase("check", f"running the {len(mods)} programs on seeded random inputs", progress=progress)
     values = [evaluate(m, *inputs, entry=entry) for m in mods]
     checking.done()
     timing = phase("time", f"at least {runs} alternated runs of each program, more for up to {budget:g} s",
                    unit="run", progress=progress, every=2.0)
-    times: list[list[float]] = [[] for _ in mods]
-    start_all = time.perf_counter()
-    while len(times[0]) < runs or (len(times[0]) < max_runs and time.perf_counter() - start_all < budget):
-        for mod, out in zip(mods, times, strict=True):
-            start = time.perf_counter()
-            evaluate(mod, *inputs, entry=entry)
-            out.append(time.perf_counter() - start)
-        timing.step()
-    timing.done(f"{len(times[0])} runs of each")
-    return [statistics.median(t) for t in times], values
+    _, walls, _ = time_programs(mods, inputs, runs, budget, clock="wall", entry=entry, max_runs=max_runs,
+                                on_round=timing.step)
+    timing.done(f"{timing.count} runs of each")
+    return walls, values
 
 
 def standard_relay(mod: IRModule, functions=None) -> IRModule:
