@@ -146,6 +146,28 @@ def test_conv2d_transpose(case):
     np.testing.assert_allclose(got32, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("case", [
+    ((2, 2), (1, 1, 1, 1), (1, 1), (0, 0), ""),
+    ((1, 1), (0, 0, 0, 0), (1, 1), (0, 0), "NHWC"),
+    ((2, 3), (1, 0, 2, 1), (1, 2), (1, 2), ""),
+    ((3, 2), (0, 2, 1, 0), (2, 1), (2, 0), "NHWC"),
+])
+def test_conv2d_transpose_with_an_ihwo_weight(case):
+    # the channels-last path (weight (I, kh, kw, O)): the reference's value, NCHW or NHWC out
+    strides, padding, dilation, output_padding, out_layout = case
+    x = RNG.standard_normal((2, 5, 3, 4))
+    wt = RNG.standard_normal((5, 6, 3, 2))
+    want = ref_conv2d_transpose(x, wt, strides, padding, dilation, 1, output_padding)
+    for dtype, tol in (("float64", 1e-10), ("float32", 1e-4)):
+        got = run("nn.conv2d_transpose", [x.astype(dtype), wt.transpose(0, 2, 3, 1).astype(dtype)],
+                  strides=strides, padding=padding, dilation=dilation, output_padding=output_padding,
+                  kernel_layout="IHWO", out_layout=out_layout)
+        assert got.dtype == dtype and got.flags.c_contiguous
+        if out_layout == "NHWC":
+            got = got.transpose(0, 3, 1, 2)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 def test_conv2d_transpose_paths_agree_on_a_generator_layer():
     # DCGAN's 4x4 stride-2 layer, NHWC in and out: the one-product path against the spread input
     # convolved with the flipped kernel (the general path, taken for int data)

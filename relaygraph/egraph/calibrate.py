@@ -333,7 +333,7 @@ class _Calibration:
         self.clock = clock_of(machine_key())
         self.timer = timer(self.clock)
         self.data: dict = {"curves": {}, "gemm": [], "bmm": [], "conv": [[1, 1, 1, 1, 1.0]],
-                           "conv_transpose": [], "fused": {}, "clock": self.clock,
+                           "conv_transpose": [], "conv_transpose_last": [], "fused": {}, "clock": self.clock,
                            "cache_bytes": cache_bytes()}
         specs = _curve_specs()
         self.specs = specs
@@ -752,17 +752,25 @@ class _Calibration:
             self.data["curves"][name] = _monotone(points)
 
     def conv_transpose(self) -> None:
-        """conv2d_transpose over its estimate as the convolution it runs (see CpuCost)."""
+        """conv2d_transpose over its structural estimate (``CpuCost.conv_transpose_estimate``),
+        with the weight laid out IOHW and IHWO (the kernel's channels-last path) on the same
+        shapes, alternated, each weight read cold as a program reads it."""
         model = CpuCost(Profile(dict(self.data, key={})))
         for c, size, o, k, stride, pad in self._transpose_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (c, o, k, k))
-            kernel, attrs = _call("nn.conv2d_transpose", [x, w], strides=(stride, stride), padding=(pad, pad))
-            out = kernel([x, w], attrs)
-            t = self.kernel_time(kernel, [x, w], attrs)
-            types = [TensorType(x.shape, "float32"), TensorType(w.shape, "float32")]
-            est = model.kernel("nn.conv2d_transpose", attrs, types, TensorType(out.shape, "float32"))
-            self.data["conv_transpose"].append([*conv_features(o, c, k, k, float(out.size)), t / est])
-            self.step(f"conv2d_transpose {c}->{o} on {size}x{size}")
+            calls, estimates = [], []
+            for layout, weight in (("IOHW", w), ("IHWO", np.ascontiguousarray(w.transpose(0, 2, 3, 1)))):
+                kernel, attrs = _call("nn.conv2d_transpose", [x, weight], strides=(stride, stride),
+                                      padding=(pad, pad), kernel_layout=layout)
+                out = kernel([x, weight], attrs)
+                types = [TensorType(x.shape, "float32"), TensorType(weight.shape, "float32")]
+                out_type = TensorType(out.shape, "float32")
+                estimates.append(model.conv_transpose_estimate(attrs, types, out_type))
+                calls.append((kernel, [x, weight], attrs))
+            for (est, features, path), t in zip(estimates, self.cold_times(calls), strict=True):
+                self.data["conv_transpose_last" if path == "last" else "conv_transpose"].append(
+                    [*features, t / est])
+            self.step(f"conv2d_transpose {c}->{o} on {size}x{size} (IOHW, IHWO)")
 
     def _dense_fused_shapes(self) -> list:
         # tiny shapes too: there the fused kernel's fixed cost (its steps in Python) shows

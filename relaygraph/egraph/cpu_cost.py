@@ -76,8 +76,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # with temporaries of a few MB could page-fault them afresh on every call and time 1.2-4x slower
 # than in a program (ResNet-50's 64-channel Winograd layer 8.7 against 2.3 ms); 22: Winograd
 # F(4x4, 3x3) (tile_size 4) timed over the direct kernel on the same shapes as F(2x2, 3x3), and
-# SqueezeNet's expand layers on a 96x96 input among the calibrated shapes
-FORMAT = 22
+# SqueezeNet's expand layers on a 96x96 input among the calibrated shapes; 23: conv2d_transpose
+# with an IHWO weight (channels-last adds per tap) timed on its own rows
+FORMAT = 23
 PROFILE_STEM = "cpu-profile"
 
 
@@ -532,6 +533,8 @@ class Profile:
         # measured over the structural estimate, per shape: [(m, o, k, taps, ratio)]
         self.conv: list = data["conv"]
         self.conv_transpose: list = data.get("conv_transpose", [])
+        # the same with the weight laid out IHWO (the kernel's channels-last path)
+        self.conv_transpose_last: list = data.get("conv_transpose_last", [])
         # Winograd's time over the direct kernel's, per shape: [(c, o, pixels, ratio)]; F(2x2, 3x3)'s
         # and F(4x4, 3x3)'s (tile_size 4)
         self.winograd: list = data.get("winograd", [])
@@ -943,33 +946,50 @@ class CpuCost:
         return self.profile.conv_call
 
     def _conv2d_transpose(self, attrs, arg_types, out_type) -> float:
-        """Where the kernel is one matrix product (one group, no negative padding, float data:
-        ``transpose_by_gemm``), (output channels x taps) by input pixels, and an add per tap into
-        the output: the product's estimate and those adds' copy time. Otherwise it convolves the
-        input spread by the strides: that convolution's estimate, plus the spreading copy. Either
-        times the calibrated ratio."""
+        """The structural estimate (``conv_transpose_estimate``) times the ratio calibrated for its
+        kernel path at the nearest measured shapes; infinity for the channels-last path on a
+        profile without its rows, so that it is never chosen unmeasured."""
+        est, features, path = self.conv_transpose_estimate(attrs, arg_types, out_type)
+        rows = self.profile.conv_transpose_last if path == "last" else self.profile.conv_transpose
+        if path == "last" and not rows:
+            return math.inf
+        return est * (nearest(rows, features) if rows else 1.0)
+
+    def conv_transpose_estimate(self, attrs, arg_types, out_type) -> tuple[float, tuple, str]:
+        """A conv2d_transpose before its calibrated ratio: (seconds, the shape's ``conv_features``,
+        the kernel path). Where the kernel is one matrix product (one group, no negative padding,
+        float data: ``transpose_by_gemm``), (output channels x taps) by input pixels, and an add
+        per tap into the output: the product's estimate and those adds' copy time, path "gemm";
+        with an IHWO weight the same channels-last and a copy into the output's layout, path
+        "last". Otherwise it convolves the input spread by the strides: that convolution's
+        estimate plus the spreading copy, path "spread"."""
         from ..ops.conv import pad4, transpose_by_gemm
 
         x, w, out = _nchw(arg_types[0], attrs.get("data_layout")), _shape(arg_types[1]), _numel(out_type)
-        dims = _dims(attrs.get("kernel_layout") or "IOHW", w, "IOHW")
+        layout = attrs.get("kernel_layout") or "IOHW"
+        dims = _dims(layout, w, "IOHW")
         groups = int(attrs.get("groups", 1) or 1)
         c, og, kh, kw = dims["I"], dims["O"], dims["H"], dims["W"]
         o = og * groups
         padding = attrs.get("padding") or 0
         padding = pad4(tuple(padding) if isinstance(padding, list) else padding)
+        copy = self.profile.curve("copy")
         if transpose_by_gemm(groups, padding, arg_types[0].dtype, arg_types[1].dtype):
             pixels = x[0] * x[2] * x[3]
             base = self.gemm_time(max(1, pixels), o * kh * kw, c) \
-                + curve_at(self.profile.curve("copy"), max(float(pixels * o * kh * kw), 1.0))
+                + curve_at(copy, max(float(pixels * o * kh * kw), 1.0))
+            path = "gemm"
+            if layout == "IHWO":
+                base += curve_at(copy, max(float(out), 1.0))
+                path = "last"
         else:
             strides = attrs.get("strides") or (1, 1)
             strides = strides if isinstance(strides, (list, tuple)) else (strides, strides)
             spread = x[0] * x[1] * ((x[2] - 1) * int(strides[0]) + 1) * ((x[3] - 1) * int(strides[-1]) + 1)
             base = self.conv_base(x, o, c // groups, kh, kw, out, (1,)) * groups \
-                + curve_at(self.profile.curve("copy"), max(float(spread), 1.0))
-        rows = self.profile.conv_transpose
-        ratio = nearest(rows, conv_features(o, c // groups, kh, kw, out)) if rows else 1.0
-        return self.profile.conv_call + base * ratio
+                + curve_at(copy, max(float(spread), 1.0))
+            path = "spread"
+        return self.profile.conv_call + base, conv_features(o, c // groups, kh, kw, out), path
 
     def _winograd(self, op: str, attrs, arg_types, out_type) -> float:
         """Seconds of a Winograd F(2x2, 3x3) or F(4x4, 3x3) kernel: the direct 3x3 kernel's time times

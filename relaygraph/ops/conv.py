@@ -528,6 +528,11 @@ def _conv2d_transpose_kernel(args, a):
     pt, pl, pb, pr = pad4(a["padding"])
     oph, opw = pair(a["output_padding"], "output_padding")
     n, _, h, wd = x.shape
+    if kl == "IHWO" and transpose_by_gemm(g, (pt, pl, pb, pr), str(x.dtype), str(w.dtype)):
+        out = _conv2d_transpose_gemm_last(x, args[1], (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw))
+        out = out.astype(a["out_dtype"] or x.dtype, copy=False)
+        ol = a["out_layout"] or dl
+        return out if ol == "NHWC" else np.ascontiguousarray(from_canonical(out, "NHWC", ol))
     if transpose_by_gemm(g, (pt, pl, pb, pr), str(x.dtype), str(w.dtype)):
         out = _conv2d_transpose_gemm(x, w, (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw))
         out = out.astype(a["out_dtype"] or x.dtype, copy=False)
@@ -565,6 +570,29 @@ def _conv2d_transpose_gemm(x, w, strides, dilation, padding, output_padding):
     return out
 
 
+def _conv2d_transpose_gemm_last(x, w, strides, dilation, padding, output_padding):
+    """groups=1 with the weight laid out IHWO, (in channels, taps, out channels), as
+    ``_conv2d_transpose_gemm`` but channels-last: the product (pixels x taps x out channels) and
+    the adds per tap run along the output channels, contiguous on both sides, into an NHWC output.
+    From IOHW, each add's innermost run is an input row (4 to 16 pixels on DCGAN's layers), and
+    the adds took 0.3-1.0 ms per layer beside products of 2.6-6.3 ms."""
+    n, c, h, wd = x.shape
+    _, kh, kw, o = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw) = strides, dilation, padding, output_padding
+    taps = np.matmul(x.reshape(n, c, h * wd).transpose(0, 2, 1), w.reshape(c, kh * kw * o))
+    taps = taps.reshape(n, h, wd, kh, kw, o)
+    full_h = (h - 1) * sh + dh * (kh - 1) + 1 + oph
+    full_w = (wd - 1) * sw + dw * (kw - 1) + 1 + opw
+    out = np.zeros((n, full_h, full_w, o), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + (h - 1) * sh + 1, sh)
+            out[:, rows, j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[:, :, :, i, j]
+    if pt or pl or pb or pr:
+        out = np.ascontiguousarray(out[:, pt:full_h - pb, pl:full_w - pr])
+    return out
+
+
 def _conv2d_transpose_flops(arg_types, out_type, a) -> float:
     x, w = arg_types
     per_in = numel(w) / w.shape[a["kernel_layout"].index("I")] if w.ndim == 4 else 0
@@ -586,4 +614,6 @@ defop("nn.conv2d_transpose", 2, _CONVT_ATTRS, _conv2d_transpose_rel, _conv2d_tra
           ([_t((2, 4, 3, 3)), _t((4, 3, 3, 3))], {"groups": 2, "strides": (2, 2),
                                                   "output_padding": (1, 1), "padding": (1, 1)}),
           ([_t((1, 2, 4, 3)), _t((2, 3, 2, 3))], {"dilation": (2, 1), "padding": (1, 0, 0, 1)}),
+          ([_t((1, 4, 4, 4)), _t((4, 4, 4, 2))], {"strides": (2, 2), "padding": (1, 1),
+                                                  "kernel_layout": "IHWO"}),
       ))
