@@ -529,7 +529,7 @@ def _conv2d_transpose_kernel(args, a):
     oph, opw = pair(a["output_padding"], "output_padding")
     n, _, h, wd = x.shape
     if kl == "IHWO" and transpose_by_gemm(g, (pt, pl, pb, pr), str(x.dtype), str(w.dtype)):
-        out = _conv2d_transpose_gemm_last(x, args[1], (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw))
+        out = _conv2d_transpose_gemm(x, args[1], (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw), last=True)
         out = out.astype(a["out_dtype"] or x.dtype, copy=False)
         ol = a["out_layout"] or dl
         return out if ol == "NHWC" else np.ascontiguousarray(from_canonical(out, "NHWC", ol))
@@ -549,47 +549,37 @@ def _conv2d_transpose_kernel(args, a):
     return from_canonical(out, "NCHW", a["out_layout"] or dl)
 
 
-def _conv2d_transpose_gemm(x, w, strides, dilation, padding, output_padding):
+def _conv2d_transpose_gemm(x, w, strides, dilation, padding, output_padding, last: bool = False):
     """groups=1: one matrix product gives every input pixel's contribution to each kernel tap,
     (out channels x taps) by pixels, and the taps are added into the output at their strided
     offsets. Spreading the input by the stride and convolving, as the general path does, costs
-    stride^2 times the multiplications (DCGAN's 4x4 stride-2 layers: 4x) and a gathering copy."""
+    stride^2 times the multiplications (DCGAN's 4x4 stride-2 layers: 4x) and a gathering copy.
+
+    ``last``: the weight is laid out IHWO, (in channels, taps, out channels), and the same runs
+    channels-last into an NHWC output: the product (pixels x taps x out channels), and the adds
+    per tap along the output channels, contiguous on both sides. From IOHW each add's innermost
+    run is an input row (4 to 16 pixels on DCGAN's layers), and the adds took 0.3-1.0 ms per layer
+    beside products of 2.6-6.3 ms."""
     n, c, h, wd = x.shape
-    _, o, kh, kw = w.shape
     (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw) = strides, dilation, padding, output_padding
-    taps = np.matmul(w.reshape(c, o * kh * kw).T, x.reshape(n, c, h * wd)).reshape(n, o, kh, kw, h, wd)
+    if last:
+        _, kh, kw, o = w.shape
+        taps = np.matmul(x.reshape(n, c, h * wd).transpose(0, 2, 1), w.reshape(c, kh * kw * o))
+        taps = taps.reshape(n, h, wd, kh, kw, o).transpose(0, 5, 3, 4, 1, 2)  # a view, (n, o, kh, kw, h, w)
+    else:
+        _, o, kh, kw = w.shape
+        taps = np.matmul(w.reshape(c, o * kh * kw).T, x.reshape(n, c, h * wd)).reshape(n, o, kh, kw, h, wd)
     full_h = (h - 1) * sh + dh * (kh - 1) + 1 + oph
     full_w = (wd - 1) * sw + dw * (kw - 1) + 1 + opw
-    out = np.zeros((n, o, full_h, full_w), x.dtype)
+    out = np.zeros((n, full_h, full_w, o) if last else (n, o, full_h, full_w), x.dtype)
+    view = out.transpose(0, 3, 1, 2) if last else out  # NCHW either way
     for i in range(kh):
         for j in range(kw):
             rows = slice(i * dh, i * dh + (h - 1) * sh + 1, sh)
-            out[:, :, rows, j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[:, :, i, j]
+            view[:, :, rows, j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[:, :, i, j]
     if pt or pl or pb or pr:
-        out = np.ascontiguousarray(out[:, :, pt:full_h - pb, pl:full_w - pr])
-    return out
-
-
-def _conv2d_transpose_gemm_last(x, w, strides, dilation, padding, output_padding):
-    """groups=1 with the weight laid out IHWO, (in channels, taps, out channels), as
-    ``_conv2d_transpose_gemm`` but channels-last: the product (pixels x taps x out channels) and
-    the adds per tap run along the output channels, contiguous on both sides, into an NHWC output.
-    From IOHW, each add's innermost run is an input row (4 to 16 pixels on DCGAN's layers), and
-    the adds took 0.3-1.0 ms per layer beside products of 2.6-6.3 ms."""
-    n, c, h, wd = x.shape
-    _, kh, kw, o = w.shape
-    (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw) = strides, dilation, padding, output_padding
-    taps = np.matmul(x.reshape(n, c, h * wd).transpose(0, 2, 1), w.reshape(c, kh * kw * o))
-    taps = taps.reshape(n, h, wd, kh, kw, o)
-    full_h = (h - 1) * sh + dh * (kh - 1) + 1 + oph
-    full_w = (wd - 1) * sw + dw * (kw - 1) + 1 + opw
-    out = np.zeros((n, full_h, full_w, o), x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            rows = slice(i * dh, i * dh + (h - 1) * sh + 1, sh)
-            out[:, rows, j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[:, :, :, i, j]
-    if pt or pl or pb or pr:
-        out = np.ascontiguousarray(out[:, pt:full_h - pb, pl:full_w - pr])
+        crop = (slice(None), slice(pt, full_h - pb), slice(pl, full_w - pr))
+        out = np.ascontiguousarray(out[crop] if last else out[(slice(None),) + crop])
     return out
 
 
