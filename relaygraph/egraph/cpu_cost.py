@@ -77,8 +77,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # than in a program (ResNet-50's 64-channel Winograd layer 8.7 against 2.3 ms); 22: Winograd
 # F(4x4, 3x3) (tile_size 4) timed over the direct kernel on the same shapes as F(2x2, 3x3), and
 # SqueezeNet's expand layers on a 96x96 input among the calibrated shapes; 23: conv2d_transpose
-# with an IHWO weight (channels-last adds per tap) timed on its own rows
-FORMAT = 23
+# with an IHWO weight (channels-last adds per tap) timed on its own rows; 24: SqueezeNet-1.0's
+# stem, expand layers and classifier at 224x224 among the calibrated convolution shapes
+FORMAT = 24
 PROFILE_STEM = "cpu-profile"
 
 
