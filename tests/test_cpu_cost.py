@@ -298,9 +298,11 @@ def test_conv2d_transpose_rows_are_each_over_the_estimate_without_a_ratio(monkey
     times = {"IOHW": [2e-3, 5e-3, 1e-3], "IHWO": [1e-3, 4e-3, 3e-3]}
     monkeypatch.setattr(calibrate._Calibration, "_transpose_shapes", lambda self: shapes)
     seen = iter(range(len(shapes)))
-    monkeypatch.setattr(calibrate._Calibration, "cold_times",
-                        lambda self, calls: [times[a.get("kernel_layout") or "IOHW"][i] for i in [next(seen)]
-                                             for _, _, a in calls])
+    def cold_times(self, calls, repeats=None):
+        i = next(seen)
+        return [times[a.get("kernel_layout") or "IOHW"][i] for _, _, a in calls]
+
+    monkeypatch.setattr(calibrate._Calibration, "cold_times", cold_times)
     cal = calibrate._Calibration(quick=True, progress=False)
     data = json.loads(Path(cpu_cost.profile_path()).read_text())
     cal.data = dict(data, conv_transpose=[], conv_transpose_last=[])

@@ -365,12 +365,12 @@ class _Calibration:
         stay in a 32 MB last-level cache and ran twice as fast as the same weight read cold."""
         return measure(_rotating(kernel, args, attrs, weight), self.repeats, self.min_seconds, self.timer)
 
-    def cold_times(self, calls: list, weight: int = 1) -> list[float]:
+    def cold_times(self, calls: list, weight: int = 1, repeats: int | None = None) -> list[float]:
         """Seconds of each ``(kernel, args, attrs)`` in ``calls`` with ``args[weight]`` read cold
         (as ``cold_time``), their samples alternated (``measure_alternated``): for ratios between
-        kernels on the same inputs."""
+        kernels on the same inputs; ``repeats`` samples of each (default: the calibration's)."""
         fns = [_rotating(kernel, args, attrs, weight) for kernel, args, attrs in calls]
-        return measure_alternated(fns, self.repeats, self.min_seconds, self.timer)
+        return measure_alternated(fns, repeats or self.repeats, self.min_seconds, self.timer)
 
     def step(self, info: str) -> None:
         self.phase.step(info)
@@ -775,7 +775,11 @@ class _Calibration:
                 out_type = TensorType(out.shape, "float32")
                 estimates.append(model.conv_transpose_estimate(attrs, types, out_type))
                 calls.append((kernel, [x, weight], attrs))
-            for (est, features, path), t in zip(estimates, self.cold_times(calls), strict=True):
+            # more samples than elsewhere: a generator's first layer reads a 32 MB weight from
+            # memory, and with five samples its two layouts' ratio moved 0.75-0.93 between
+            # calibrations, and DCGAN's predicted speedup 1.09-1.21x (measured 1.05-1.11x)
+            times = self.cold_times(calls, repeats=max(self.repeats, 15))
+            for (est, features, path), t in zip(estimates, times, strict=True):
                 self.data["conv_transpose_last" if path == "last" else "conv_transpose"].append(
                     [*features, t / est])
             self.step(f"conv2d_transpose {c}->{o} on {size}x{size} (IOHW, IHWO)")
