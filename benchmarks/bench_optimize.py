@@ -120,7 +120,8 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
             values = [rg.evaluate(m, *inputs) for m in mods]
             # by the cpu profile's clock: CPU time with one BLAS thread (a shared machine's load
             # moves it far less than the wall clock), else the wall clock
-            times, walls, _ = time_programs(mods + [res.original] * control, inputs, runs, budget)
+            times, walls, _ = time_programs(mods + [res.original] * control, inputs, runs, budget,
+                                            warm_up=False)  # each ran just above, for its values
             rows.append({"name": name, "label": _label(name, quick), "threads": n, "seconds": seconds,
                          "times": times[:3], "walls": walls[:3], "control": times[3] if control else None,
                          "predicted": predicted, "check": res.check_passed,

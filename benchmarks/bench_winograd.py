@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -82,10 +83,7 @@ def programs(name: str, runs: int) -> dict:
     small = rg.optimize(mod, params=params, rules=without, check=False)
 
     def tiles(m) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for tile in _winograd_tiles(m["main"]):
-            out[tile] = out.get(tile, 0) + 1
-        return out
+        return dict(sorted(Counter(_winograd_tiles(m["main"])).items()))
 
     inputs = random_inputs(both.original["main"], seed=1)
     times, _, _ = time_programs([both.original, small.module, both.module], inputs, runs, 3.0)
@@ -99,15 +97,11 @@ def _winograd_tiles(func):
     from relaygraph.ir.expr import Call, Function, Op
     from relaygraph.ir.traversal import post_order
 
-    def inner(f):
-        return [n.attrs["tile_size"] for n in post_order(f.body)
-                if isinstance(n, Call) and isinstance(n.op, Op) and n.op.name == WINOGRAD]
-
     for node in post_order(func.body, skip=lambda n: isinstance(n, Function)):
-        if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == WINOGRAD:
+        if isinstance(node, Call) and isinstance(node.op, Function):
+            yield from _winograd_tiles(node.op)  # a Primitive group: one level down
+        elif isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == WINOGRAD:
             yield int(node.attrs["tile_size"])
-        elif isinstance(node, Call) and isinstance(node.op, Function):
-            yield from (int(t) for t in inner(node.op))
 
 
 def main(argv=None) -> int:

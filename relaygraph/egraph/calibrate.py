@@ -53,6 +53,7 @@ from .cpu_cost import (
     BROADCAST,
     DENSE_LIKE_ANCHORS,
     LAST_AXIS,
+    TRANSPOSE_ROWS,
     CpuCost,
     Profile,
     cache_bytes,
@@ -780,8 +781,7 @@ class _Calibration:
             # calibrations, and DCGAN's predicted speedup 1.09-1.21x (measured 1.05-1.11x)
             times = self.cold_times(calls, repeats=max(self.repeats, 15))
             for (est, features, path), t in zip(estimates, times, strict=True):
-                self.data["conv_transpose_last" if path == "last" else "conv_transpose"].append(
-                    [*features, t / est])
+                self.data[TRANSPOSE_ROWS[path]].append([*features, t / est])
             self.step(f"conv2d_transpose {c}->{o} on {size}x{size} (IOHW, IHWO)")
 
     def _dense_fused_shapes(self) -> list:

@@ -36,7 +36,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "profile_file", "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind", "tile_waste", "traffic_elements", "broadcasts", "BROADCAST", "LAST_AXIS",
-           "grid_time"]
+           "grid_time", "TRANSPOSE_ROWS"]
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
 # Winograd by shape; 5: fused depthwise ratios; 6: the 1x1 convolution's own fixed cost, in-program
@@ -81,6 +81,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # stem, expand layers and classifier at 224x224 among the calibrated convolution shapes
 FORMAT = 24
 PROFILE_STEM = "cpu-profile"
+# conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
+# (a key of the profile's data and an attribute of Profile alike)
+TRANSPOSE_ROWS = {"gemm": "conv_transpose", "spread": "conv_transpose", "last": "conv_transpose_last"}
 
 
 class ProfileError(CostModelError):
@@ -951,7 +954,7 @@ class CpuCost:
         kernel path at the nearest measured shapes; infinity for the channels-last path on a
         profile without its rows, so that it is never chosen unmeasured."""
         est, features, path = self.conv_transpose_estimate(attrs, arg_types, out_type)
-        rows = self.profile.conv_transpose_last if path == "last" else self.profile.conv_transpose
+        rows = getattr(self.profile, TRANSPOSE_ROWS[path])
         if path == "last" and not rows:
             return math.inf
         return est * (nearest(rows, features) if rows else 1.0)

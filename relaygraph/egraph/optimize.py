@@ -324,7 +324,7 @@ def median_times(mods: list[IRModule], inputs: list, runs: int, budget: float = 
     timing = phase("time", f"at least {runs} alternated runs of each program, more for up to {budget:g} s",
                    unit="run", progress=progress, every=2.0)
     _, walls, _ = time_programs(mods, inputs, runs, budget, clock="wall", entry=entry, max_runs=max_runs,
-                                on_round=timing.step)
+                                on_round=timing.step, warm_up=False)  # the check above ran each once
     timing.done(f"{timing.count} runs of each")
     return walls, values
 

@@ -528,15 +528,15 @@ def _conv2d_transpose_kernel(args, a):
     pt, pl, pb, pr = pad4(a["padding"])
     oph, opw = pair(a["output_padding"], "output_padding")
     n, _, h, wd = x.shape
-    if kl == "IHWO" and transpose_by_gemm(g, (pt, pl, pb, pr), str(x.dtype), str(w.dtype)):
-        out = _conv2d_transpose_gemm(x, args[1], (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw), last=True)
+    if transpose_by_gemm(g, (pt, pl, pb, pr), str(x.dtype), str(w.dtype)):
+        last = kl == "IHWO"  # the weight as given: the product runs channels-last, into NHWC
+        out = _conv2d_transpose_gemm(x, args[1] if last else w, (sh, sw), (dh, dw), (pt, pl, pb, pr),
+                                     (oph, opw), last=last)
         out = out.astype(a["out_dtype"] or x.dtype, copy=False)
         ol = a["out_layout"] or dl
-        return out if ol == "NHWC" else np.ascontiguousarray(from_canonical(out, "NHWC", ol))
-    if transpose_by_gemm(g, (pt, pl, pb, pr), str(x.dtype), str(w.dtype)):
-        out = _conv2d_transpose_gemm(x, w, (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw))
-        out = out.astype(a["out_dtype"] or x.dtype, copy=False)
-        return from_canonical(out, "NCHW", a["out_layout"] or dl)
+        if last:
+            return out if ol == "NHWC" else np.ascontiguousarray(from_canonical(out, "NHWC", ol))
+        return from_canonical(out, "NCHW", ol)
     # the transpose of a strided conv: spread the input by the stride, then convolve with the
     # flipped kernel whose in/out channels are swapped within each group
     spread = np.zeros((n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1), dtype=x.dtype)
