@@ -99,6 +99,7 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
     from relaygraph.egraph.optimize import random_inputs
     from relaygraph.egraph.program_profile import time_programs
     from relaygraph.errors import RelayError
+    from relaygraph.ir import layout_stats
 
     rows = []
     for name in models:
@@ -127,9 +128,12 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
                          "predicted": predicted, "check": res.check_passed,
                          "pipeline_check": _agree(values[0], values[1]),
                          "egraph_changed": _changed(res.ops_before, res.ops_after),
+                         "egraph_layouts": _changed(res.layouts_before, res.layouts_after),
                          # the e-graph kept the original program, text for text
                          "unchanged": rg.astext(res.module) == rg.astext(res.original),
                          "pipeline_changed": _changed(_ops(res.original), _ops(piped)),
+                         "pipeline_layouts": _changed(_ops(res.original, layout_stats),
+                                                      _ops(piped, layout_stats)),
                          "load": os.getloadavg()[0], "clock": clock_of(machine_key())})
             print(f"  {name}, {n} thread(s): measured (load {rows[-1]['load']:.1f})", flush=True)
     return rows
@@ -142,7 +146,8 @@ def _changed(before: dict, after: dict) -> str:
 
 
 def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
-    """Print the table, then the ops each optimization changed."""
+    """Print the table, then the ops (and the layouts of the ops that take them) each optimization
+    changed."""
     clocks = sorted({"CPU time" if r["clock"] == "cpu" else "wall clock" for r in rows if "clock" in r})
     print(f"cost model: {cost}; pipeline: {pipeline}; medians of alternated runs by {' and '.join(clocks)} "
           "(CPU time with one BLAS thread); load = 1-minute load average after the row (the machine may "
@@ -194,7 +199,9 @@ def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
             continue
         seen.add(row["name"])
         print(f"  {row['name']} e-graph changed: {row['egraph_changed']}")
+        print(f"  {row['name']} e-graph changed layouts: {row.get('egraph_layouts', 'none')}")
         print(f"  {row['name']} {pipeline} changed: {row['pipeline_changed']}")
+        print(f"  {row['name']} {pipeline} changed layouts: {row.get('pipeline_layouts', 'none')}")
 
 
 def main(argv=None) -> int:

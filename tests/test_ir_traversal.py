@@ -5,7 +5,7 @@ import sys
 import pytest
 
 import relaygraph as rg
-from relaygraph.ir import ExprMutator, ExprVisitor, iter_post_order, program_stats
+from relaygraph.ir import ExprMutator, ExprVisitor, iter_post_order, layout_stats, program_stats
 
 
 def test_post_order_visits_shared_nodes_once_children_first():
@@ -153,6 +153,21 @@ def test_to_networkx_and_stats():
     stats = program_stats(a + a)
     assert stats == {"nodes": 3, "tree_size": 5, "depth": 3, "ops": {"add": 1, "log": 1},
                      "calls": 2, "shared": 1}
+
+
+def test_layout_stats_counts_calls_by_op_and_layouts():
+    """Defaults filled in, a fused op counted as its anchor, ops without layouts left out."""
+    x = rg.var("x", shape=(1, 4, 8, 8))
+    w = rg.var("w", shape=(4, 4, 3, 3))
+    b = rg.var("b", shape=(4,))
+    plain = rg.op.nn.conv2d(x, w, padding=(1, 1))
+    fused = rg.Call(rg.Op("fused.conv2d_bias_relu"), (plain, w, b),
+                    rg.Attrs(padding=(1, 1), data_layout="NCHW", kernel_layout="OIHW"))
+    up = rg.op.nn.conv2d_transpose(fused, rg.var("t", shape=(4, 2, 2, 4)), kernel_layout="IHWO")
+    pooled = rg.op.nn.global_avg_pool2d(rg.op.exp(up))
+    assert layout_stats(pooled) == {"nn.conv2d NCHW/OIHW": 2, "nn.conv2d_transpose NCHW/IHWO": 1,
+                                    "nn.global_avg_pool2d NCHW": 1}
+    assert layout_stats(rg.op.exp(x)) == {}
 
 
 DEPTH = 100_000

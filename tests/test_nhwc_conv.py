@@ -5,6 +5,8 @@ of an NHWC depthwise convolution; ONNX export of the NHWC form."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from test_depthwise_kernel import CASES, ref_depthwise
@@ -155,6 +157,12 @@ def test_layout_rules_take_a_run_of_convolutions_channels_last(monkeypatch):
     text = str(res.module)
     assert text.count('data_layout="NHWC"') == 4, text
     assert res.ops_after.get("transpose") == 2, res.ops_after
+    # the op counts say fused convolutions replaced plain ones; the layout counts say where they run
+    assert res.layouts_before == {"nn.conv2d NCHW/OIHW": 4}
+    assert res.layouts_after == {"nn.conv2d NHWC/HWIO": 4}, res.layouts_after
+    assert "layouts changed" in res.summary()
+    assert "nn.conv2d NCHW/OIHW 4->0, nn.conv2d NHWC/HWIO 0->4" in res.summary()
+    assert res.to_json()["layouts_after"] == {"nn.conv2d NHWC/HWIO": 4}
     data = RNG.standard_normal(shape).astype(np.float32)
     np.testing.assert_allclose(rg.evaluate(res.module, data), rg.evaluate(mod, data), rtol=1e-4, atol=1e-4)
 
@@ -167,6 +175,9 @@ def test_layout_rules_leave_large_images_and_latency_model_alone():
         res = rg.optimize(m, cost="latency", check=False, repeats=1, timing_budget=0.0)
         assert "NHWC" not in str(res.module)
         assert "transpose" not in res.ops_after
+        # fusing the convolutions changes the op counts, not the layouts
+        assert res.layouts_after == res.layouts_before == {"nn.conv2d NCHW/OIHW": 4}
+        assert re.search(r"^layouts changed +none$", res.summary(), re.M), res.summary()
 
 
 def test_cpu_model_prices_nhwc_depthwise_by_its_measured_ratio():

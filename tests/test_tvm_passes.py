@@ -313,3 +313,6 @@ def test_compare_pipeline_reports_three_programs_with_their_changes():
     assert all(r["measured"] > 0 and r["predicted"] > 0 for r in cmp.rows)
     text = cmp.table()
     assert "ops changed by tvm-o3 pipeline: " in text and "nn.batch_norm -" in text
+    # the pipeline fuses convolutions but keeps their layouts; the row says so
+    assert piped["layouts"] == cmp.row("original")["layouts"] and not piped["layouts_changed"]
+    assert "layouts changed by tvm-o3 pipeline: none" in text

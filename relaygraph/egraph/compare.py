@@ -3,14 +3,15 @@
 ``compare_pipeline(result)`` takes what ``rg.optimize`` returned, runs a named pass pipeline
 (``tvm-o3``: TVM's opt_level-3 build sequence, see ``relaygraph.passes.pipeline``) on the same
 original program, and reports for each of the three programs the time the cost model predicts,
-the time measured on the numpy executor (runs alternated, medians), and the ops that changed.
+the time measured on the numpy executor (runs alternated, medians), and the ops that changed
+(and the layouts of the ops that take them: a layout rewrite keeps the op counts).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.dag_export import program_stats
+from ..ir.dag_export import layout_stats, program_stats
 from ..ir.module import IRModule
 
 __all__ = ["PipelineComparison", "compare_pipeline"]
@@ -22,7 +23,8 @@ class PipelineComparison:
 
     pipeline: str
     cost_model: str
-    rows: list[dict] = field(default_factory=list)  # label, predicted, measured, ops, changed
+    # label, predicted, measured, ops, changed (ops), layouts, layouts_changed (see layout_stats)
+    rows: list[dict] = field(default_factory=list)
 
     def row(self, label: str) -> dict:
         return next(r for r in self.rows if r["label"] == label)
@@ -40,6 +42,8 @@ class PipelineComparison:
                          f"{measured:>8.2f}x {predicted:>9.2f}x")
         for r in self.rows[1:]:
             lines.append(f"ops changed by {r['label']}: {_changes(r['changed']) or 'none'}")
+            if r["layouts"] or base["layouts"]:
+                lines.append(f"layouts changed by {r['label']}: {_changes(r['layouts_changed']) or 'none'}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -54,10 +58,10 @@ def _changes(changed: dict[str, int]) -> str:
     return ", ".join(f"{op} {d:+d}" for op, d in sorted(changed.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
 
 
-def _ops(mod: IRModule) -> dict[str, int]:
+def _ops(mod: IRModule, stats=lambda func: program_stats(func)["ops"]) -> dict[str, int]:
     total: dict[str, int] = {}
     for _, func in mod:
-        for op, n in program_stats(func)["ops"].items():
+        for op, n in stats(func).items():
             total[op] = total.get(op, 0) + n
     return total
 
@@ -81,10 +85,11 @@ def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: fl
     programs = [("original", original), (f"{pipeline} pipeline", piped), ("e-graph", optimized)]
     inputs = random_inputs(original, seed=seed)
     times, _ = median_times([m for _, m in programs], inputs, runs, budget, progress=progress)
-    base_ops = _ops(original)
+    base_ops, base_layouts = _ops(original), _ops(original, layout_stats)
     out = PipelineComparison(pipeline, result.cost_model)
     for (label, mod), seconds in zip(programs, times, strict=True):
-        ops = _ops(mod)
+        ops, layouts = _ops(mod), _ops(mod, layout_stats)
         out.rows.append({"label": label, "predicted": program_cost(mod, "main", result.cost_model),
-                         "measured": seconds, "ops": ops, "changed": _diff(base_ops, ops)})
+                         "measured": seconds, "ops": ops, "changed": _diff(base_ops, ops),
+                         "layouts": layouts, "layouts_changed": _diff(base_layouts, layouts)})
     return out

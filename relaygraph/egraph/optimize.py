@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import RelayError
 from ..eval.inputs import random_inputs
-from ..ir.dag_export import program_stats
+from ..ir.dag_export import layout_stats, program_stats
 from ..ir.expr import Constant, Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
@@ -63,6 +63,10 @@ class OptimizeResult:
     nodes_after: int
     ops_before: dict[str, int] = field(default_factory=dict)
     ops_after: dict[str, int] = field(default_factory=dict)
+    # calls of ops that take layouts, by op and layouts ("nn.conv2d NHWC/HWIO"): a layout rewrite
+    # changes these while the op counts stay the same
+    layouts_before: dict[str, int] = field(default_factory=dict)
+    layouts_after: dict[str, int] = field(default_factory=dict)
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     seconds_before: float | None = None
@@ -114,10 +118,9 @@ class OptimizeResult:
             rows.append(("numpy time", f"{self.seconds_before * 1e3:.2f} ms -> "
                                        f"{self.seconds_after * 1e3:.2f} ms (speedup "
                                        f"{self.speedup:.2f}x, median)"))
-        changed = sorted(set(self.ops_before) | set(self.ops_after))
-        diff = [f"{op} {self.ops_before.get(op, 0)}->{self.ops_after.get(op, 0)}" for op in changed
-                if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
-        rows.append(("ops changed", ", ".join(diff) or "none"))
+        rows.append(("ops changed", _count_changes(self.ops_before, self.ops_after)))
+        if self.layouts_before or self.layouts_after:
+            rows.append(("layouts changed", _count_changes(self.layouts_before, self.layouts_after)))
         if self.fused_calls:
             rows.append(("written as", f"fused.* ops kept ({self.fused_calls} calls)" if self.keep_fused_ops
                          else f"standard Relay: {self.fused_calls} fused op(s) as Primitive=1 functions"))
@@ -131,6 +134,7 @@ class OptimizeResult:
             "cost_before": self.cost_before, "cost_after": self.cost_after,
             "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
             "ops_before": self.ops_before, "ops_after": self.ops_after,
+            "layouts_before": self.layouts_before, "layouts_after": self.layouts_after,
             "saturation": _saturation_json(self.saturation),
             "extraction_seconds": self.extraction_seconds, "optimal": self.optimal,
             "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
@@ -237,6 +241,20 @@ def _op_histogram(funcs: list[Function]) -> dict[str, int]:
     for func in funcs:
         total.update(program_stats(func)["ops"])
     return dict(total)
+
+
+def _layout_histogram(funcs: list[Function]) -> dict[str, int]:
+    total: Counter = Counter()
+    for func in funcs:
+        total.update(layout_stats(func))
+    return dict(sorted(total.items()))
+
+
+def _count_changes(before: dict[str, int], after: dict[str, int]) -> str:
+    """``"nn.batch_norm 53->0, ..."``: the keys whose counts differ, or ``"none"``."""
+    diff = [f"{k} {before.get(k, 0)}->{after.get(k, 0)}" for k in sorted(set(before) | set(after))
+            if before.get(k, 0) != after.get(k, 0)]
+    return ", ".join(diff) or "none"
 
 
 def _constant_discount(graph) -> None:
@@ -583,6 +601,7 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
         nodes_before=sum(program_stats(f)["nodes"] for f in before),
         nodes_after=sum(program_stats(f)["nodes"] for f in after),
         ops_before=_op_histogram(before), ops_after=ops_after,
+        layouts_before=_layout_histogram(before), layouts_after=_layout_histogram(after),
         functions={gv.name_hint: status.get(gv.name_hint, "not asked for") for gv, _ in mod},
         saturations=reports, keep_fused_ops=keep_fused_ops,
         fused_calls=sum(n for op, n in ops_after.items() if fused_definition(op) is not None),

@@ -9,7 +9,7 @@ from .expr import Call, Constant, Expr, GlobalVar, Op, TupleGetItem, Var
 from .node import Node
 from .traversal import iter_post_order
 
-__all__ = ["to_networkx", "node_label", "program_stats"]
+__all__ = ["to_networkx", "node_label", "program_stats", "layout_stats"]
 
 
 def node_label(node: Node) -> str:
@@ -90,3 +90,35 @@ def program_stats(root: Node) -> dict:
         "calls": sum(ops.values()),
         "shared": sum(1 for n, k in uses.items() if k > 1 and not isinstance(n, (Var, Constant))),
     }
+
+
+def layout_stats(root: Node) -> dict[str, int]:
+    """Calls of ops that take layouts, counted by op and layouts: ``"nn.conv2d NHWC/HWIO": 14``
+    (its ``data_layout``, ``kernel_layout``, ``out_layout`` or ``layout`` attributes in the op's
+    order, defaults filled in, empty ones left out). A fused op counts as its anchor (the first
+    of its parts, which takes its attributes): ``fused.conv2d_bias_relu`` as ``nn.conv2d``, so
+    fusing leaves these counts alone. A layout rewrite changes them while the op counts stay."""
+    from ..ops.fused_ops import definition
+    from ..ops.registry import lookup
+
+    keys: dict[str, dict[str, object]] = {}  # op -> its layout attributes and their defaults
+    out: dict[str, int] = {}
+    for node in iter_post_order(root):
+        if not (isinstance(node, Call) and isinstance(node.op, Op)):
+            continue
+        name = node.op.name
+        fused = definition(name)
+        if fused is not None:
+            name = fused.parts[0].op
+        names = keys.get(name)
+        if names is None:
+            opdef = lookup(name)
+            names = keys[name] = {a: d for a, d in (opdef.attrs.items() if opdef is not None else ())
+                                  if a.endswith("layout")}
+        if not names:
+            continue
+        values = [node.attrs.get(a, default) for a, default in names.items()]
+        shown = "/".join(str(v) for v in values if v)
+        key = f"{name} {shown}" if shown else name
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
