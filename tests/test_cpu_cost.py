@@ -420,6 +420,28 @@ def test_time_programs_rotates_the_order_and_stops_at_a_whole_rotation(monkeypat
     assert calls == ["a", "b", "b", "a"]
 
 
+def test_time_programs_gives_each_programs_samples_round_by_round(monkeypatch):
+    """``samples`` receives every program's samples by the clock, in the programs' order, one per
+    round (a fake clock: each program advances it by its own cost)."""
+    import relaygraph.eval as rg_eval
+    from relaygraph.egraph import cpu_cost
+    from relaygraph.egraph.program_profile import time_programs
+
+    now = [0.0]
+    cost = {"a": 1.0, "b": 3.0, "c": 2.0}
+
+    def run(m, *args, entry="main"):
+        now[0] += cost[m]
+        cost[m] += 0.25  # each run of a program a little slower: sample k is round k's
+
+    monkeypatch.setattr(rg_eval, "evaluate", run)
+    monkeypatch.setattr(cpu_cost, "timer", lambda clock: lambda: now[0])
+    samples: list = []
+    by_clock, _, _ = time_programs(["a", "b", "c"], [], runs=3, clock="cpu", warm_up=False, samples=samples)
+    assert samples == [[1.0, 1.25, 1.5], [3.0, 3.25, 3.5], [2.0, 2.25, 2.5]]
+    assert by_clock == [1.25, 3.25, 2.25]
+
+
 def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_path, monkeypatch, capsys):
     """This machine's profile in another format (an older relaygraph wrote it) is never read: it
     is calibrated again, or refused with --no-calibrate; a foreign machine's is refused either way."""

@@ -5,7 +5,14 @@ import sys
 import pytest
 
 import relaygraph as rg
-from relaygraph.ir import ExprMutator, ExprVisitor, iter_post_order, layout_stats, program_stats
+from relaygraph.ir import (
+    ExprMutator,
+    ExprVisitor,
+    iter_post_order,
+    layout_changes,
+    layout_stats,
+    program_stats,
+)
 
 
 def test_post_order_visits_shared_nodes_once_children_first():
@@ -168,6 +175,18 @@ def test_layout_stats_counts_calls_by_op_and_layouts():
     assert layout_stats(pooled) == {"nn.conv2d NCHW/OIHW": 2, "nn.conv2d_transpose NCHW/IHWO": 1,
                                     "nn.global_avg_pool2d NCHW": 1}
     assert layout_stats(rg.op.exp(x)) == {}
+
+
+def test_layout_changes_keep_ops_whose_layouts_changed():
+    """Channels-last convolutions are a layout change; convolutions that became Winograd ones
+    (fewer calls, the same layouts) and a new op are changes of ops, left to the op counts."""
+    before = {"nn.conv2d NCHW/OIHW": 27, "nn.conv2d_transpose NCHW/IOHW": 4, "nn.max_pool2d NCHW": 1}
+    after = {"nn.conv2d NCHW/OIHW": 6, "nn.conv2d NHWC/HWIO": 21, "nn.conv2d_transpose NCHW/IOHW": 4,
+             "nn.contrib_conv2d_winograd_without_weight_transform NCHW/OIHW": 3}
+    assert layout_changes(before, after) == {"nn.conv2d NCHW/OIHW": (27, 6), "nn.conv2d NHWC/HWIO": (0, 21)}
+    fewer = {"nn.conv2d NCHW/OIHW": 20, "nn.conv2d_transpose NCHW/IOHW": 4, "nn.max_pool2d NCHW": 1}
+    assert layout_changes(before, fewer) == {}
+    assert layout_changes(before, before) == {}
 
 
 DEPTH = 100_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.dag_export import layout_stats, program_stats
+from ..ir.dag_export import layout_changes, layout_stats, program_stats
 from ..ir.module import IRModule
 
 __all__ = ["PipelineComparison", "compare_pipeline"]
@@ -23,7 +23,8 @@ class PipelineComparison:
 
     pipeline: str
     cost_model: str
-    # label, predicted, measured, ops, changed (ops), layouts, layouts_changed (see layout_stats)
+    # label, predicted, measured, ops, changed (ops), layouts, layouts_changed (see layout_stats and
+    # layout_changes)
     rows: list[dict] = field(default_factory=list)
 
     def row(self, label: str) -> dict:
@@ -91,5 +92,7 @@ def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: fl
         ops, layouts = _ops(mod), _ops(mod, layout_stats)
         out.rows.append({"label": label, "predicted": program_cost(mod, "main", result.cost_model),
                          "measured": seconds, "ops": ops, "changed": _diff(base_ops, ops),
-                         "layouts": layouts, "layouts_changed": _diff(base_layouts, layouts)})
+                         "layouts": layouts,
+                         "layouts_changed": {k: b - a for k, (a, b) in layout_changes(base_layouts,
+                                                                                     layouts).items()}})
     return out

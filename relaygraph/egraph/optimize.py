@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import RelayError
 from ..eval.inputs import random_inputs
-from ..ir.dag_export import layout_stats, program_stats
+from ..ir.dag_export import layout_changes, layout_stats, program_stats
 from ..ir.expr import Constant, Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
@@ -63,8 +63,8 @@ class OptimizeResult:
     nodes_after: int
     ops_before: dict[str, int] = field(default_factory=dict)
     ops_after: dict[str, int] = field(default_factory=dict)
-    # calls of ops that take layouts, by op and layouts ("nn.conv2d NHWC/HWIO"): a layout rewrite
-    # changes these while the op counts stay the same
+    # calls of ops that take layouts, by op and layouts ("nn.conv2d NHWC/HWIO", see layout_stats):
+    # a layout rewrite changes these while the op counts stay the same
     layouts_before: dict[str, int] = field(default_factory=dict)
     layouts_after: dict[str, int] = field(default_factory=dict)
     max_abs_error: float | None = None
@@ -120,7 +120,9 @@ class OptimizeResult:
                                        f"{self.speedup:.2f}x, median)"))
         rows.append(("ops changed", _count_changes(self.ops_before, self.ops_after)))
         if self.layouts_before or self.layouts_after:
-            rows.append(("layouts changed", _count_changes(self.layouts_before, self.layouts_after)))
+            moved = layout_changes(self.layouts_before, self.layouts_after)
+            rows.append(("layouts changed", ", ".join(f"{k} {a}->{b}" for k, (a, b) in moved.items())
+                         or "none"))
         if self.fused_calls:
             rows.append(("written as", f"fused.* ops kept ({self.fused_calls} calls)" if self.keep_fused_ops
                          else f"standard Relay: {self.fused_calls} fused op(s) as Primitive=1 functions"))

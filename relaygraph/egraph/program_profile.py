@@ -346,15 +346,17 @@ def predict(mod: IRModule | Function, params: dict | None = None, entry: str = "
 
 def time_programs(mods: list, inputs: list, runs: int = 7, budget: float = 0.0, clock: str | None = None,
                   entry: str = "main", probe: Callable[[], float] | None = None, max_runs: int = 200,
-                  on_round: Callable[[], object] | None = None, warm_up: bool = True
-                  ) -> tuple[list[float], list[float], float | None]:
+                  on_round: Callable[[], object] | None = None, warm_up: bool = True,
+                  samples: list | None = None) -> tuple[list[float], list[float], float | None]:
     """Median seconds of each program, runs alternated (at least ``runs`` of each, more until
     ``budget`` seconds have passed, up to ``max_runs``, then on to the end of the rotation;
     ``on_round()`` is called after each round): by ``clock`` (default: the clock of this machine's
     CPU profile key, see ``clock_of``) and by the wall clock; and the median of ``probe()`` (for
     example a ``calibrate.Probe``) called every third round, alternated with the programs, or None.
     Each program runs once untimed first, unless ``warm_up`` is False (the caller has just run
-    them all, for their values).
+    them all, for their values). ``samples``, if a list, receives each program's samples by
+    ``clock`` (one list per program, in their order; sample k of each comes from round k, so
+    programs can be compared round by round).
 
     The order rotates by one program each round, and the rounds stop at a whole rotation, so each
     program runs equally often in each slot. A fixed order measurably favours some slots: on
@@ -394,5 +396,7 @@ def time_programs(mods: list, inputs: list, runs: int = 7, budget: float = 0.0, 
         rounds += 1
         if on_round is not None:
             on_round()
+    if samples is not None:
+        samples.extend(by_clock)
     return ([statistics.median(c) for c in by_clock], [statistics.median(w) for w in by_wall],
             statistics.median(probes) if probes else None)

@@ -9,7 +9,7 @@ from .expr import Call, Constant, Expr, GlobalVar, Op, TupleGetItem, Var
 from .node import Node
 from .traversal import iter_post_order
 
-__all__ = ["to_networkx", "node_label", "program_stats", "layout_stats"]
+__all__ = ["to_networkx", "node_label", "program_stats", "layout_stats", "layout_changes"]
 
 
 def node_label(node: Node) -> str:
@@ -122,3 +122,24 @@ def layout_stats(root: Node) -> dict[str, int]:
         key = f"{name} {shown}" if shown else name
         out[key] = out.get(key, 0) + 1
     return dict(sorted(out.items()))
+
+
+def layout_changes(before: dict[str, int], after: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """What a rewrite changed in layouts, from two ``layout_stats``: for each op with calls in
+    both whose layouts differ, every layout of it with its count before and after
+    (``{"nn.conv2d NCHW/OIHW": (27, 6), "nn.conv2d NHWC/HWIO": (0, 21)}``). An op that appears
+    or goes, or whose calls change in number in the same layouts (convolutions that became
+    Winograd ones), is a change of ops, which the op counts show."""
+    def by_op(stats: dict[str, int]) -> dict[str, set]:
+        out: dict[str, set] = {}
+        for key in stats:
+            out.setdefault(key.split(" ", 1)[0], set()).add(key)
+        return out
+
+    ops_before, ops_after = by_op(before), by_op(after)
+    changed: dict[str, tuple[int, int]] = {}
+    for op in sorted(set(ops_before) & set(ops_after)):
+        if ops_before[op] != ops_after[op]:
+            for key in sorted(ops_before[op] | ops_after[op]):
+                changed[key] = (before.get(key, 0), after.get(key, 0))
+    return changed
