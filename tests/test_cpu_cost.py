@@ -939,15 +939,54 @@ def test_a_calibration_records_a_probe_after_each_of_its_parts(monkeypatch):
 def test_in_program_factors_are_the_median_of_rounds(monkeypatch):
     from relaygraph.egraph import calibrate
 
-    rounds = iter([{"nn.max_pool2d": 3.0, "add": 2.0}, {"nn.max_pool2d": 1.2, "add": 2.1},
-                   {"nn.max_pool2d": 1.4, "add": 1.9, "tanh": 1.1}, {"nn.max_pool2d": 1.3, "add": 2.0},
-                   {"nn.max_pool2d": 2.9, "add": 2.2}])
+    five = [{"nn.max_pool2d": 3.0, "add": 2.0}, {"nn.max_pool2d": 1.2, "add": 2.1},
+            {"nn.max_pool2d": 1.4, "add": 1.9, "tanh": 1.1}, {"nn.max_pool2d": 1.3, "add": 2.0},
+            {"nn.max_pool2d": 2.9, "add": 2.2}]
+    rounds = iter(five * 3)
     monkeypatch.setattr(calibrate._Calibration, "_in_program_round",
                         lambda self, programs, model: next(rounds))
     monkeypatch.setattr(calibrate._Calibration, "_synthetic_programs", lambda self: [])
     cal = calibrate._Calibration(quick=False, progress=False)
     cal.in_program()
     assert cal.data["in_program"] == {"add": 2.0, "nn.max_pool2d": 1.4, "tanh": 1.1}
+    assert cal.data["in_program_rounds"] == calibrate.IN_PROGRAM_ROUNDS == 15
+    # rounds measured between the parts count toward the total: the end runs what is left
+    rounds = iter([{"add": 9.0}] * 13 + [{"add": 1.0}] * 2)
+    cal = calibrate._Calibration(quick=False, progress=False)
+    cal.data["curves"]["add"] = [[1.0, 1e-6]]
+    for _ in range(6):
+        cal._spread_rounds()
+    cal.in_program()
+    assert cal.data["in_program"] == {"add": 9.0} and cal.data["in_program_rounds"] == 15
+    with pytest.raises(StopIteration):
+        next(rounds)
+
+
+def test_in_program_rounds_run_between_the_parts_of_a_full_calibration(monkeypatch):
+    """Two rounds after every part from the curves on, none before an add's curve is measured nor
+    in a quick calibration, the rest at the end."""
+    from relaygraph.egraph import calibrate
+
+    log = []
+    parts = ["dispatch", "curves", "gemm", "bmm", "numexpr", "conv", "conv_transpose", "fused"]
+    for name in parts:
+        def part(self, name=name):
+            log.append(name)
+            if name == "curves":
+                self.data["curves"]["add"] = [[1.0, 1e-6]]
+        monkeypatch.setattr(calibrate._Calibration, name, part)
+    monkeypatch.setattr(calibrate._Calibration, "_synthetic_programs", lambda self: [])
+    monkeypatch.setattr(calibrate._Calibration, "_in_program_round",
+                        lambda self, programs, model: log.append("round") or {"add": 1.5})
+    monkeypatch.setattr(calibrate.Probe, "__call__", lambda self, repeats=5: 1.0)
+    data = calibrate._Calibration(quick=False, progress=False).run()
+    assert log == ["dispatch", "curves", "round", "round", "gemm", "round", "round", "bmm", "round", "round",
+                   "numexpr", "round", "round", "conv", "round", "round", "conv_transpose", "round", "round",
+                   "fused", "round", "round", "round"]
+    assert data["in_program"] == {"add": 1.5} and data["in_program_rounds"] == 15
+    log.clear()
+    calibrate._Calibration(quick=True, progress=False).run()
+    assert log.count("round") == 1
 
 
 def test_every_command_reports_an_unsteady_calibration_in_its_own_words(tmp_path, monkeypatch, model,

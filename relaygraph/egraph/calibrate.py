@@ -29,7 +29,7 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
   calibration during which they slowed is made again) and later beside a measurement, to compare
   the machine's speed at another time (under another load) with the profile's.
 
-The full mode takes about a minute on a quiet machine; ``quick=True`` a few seconds.
+The full mode takes about 75 seconds on a quiet machine; ``quick=True`` a few seconds.
 """
 
 from __future__ import annotations
@@ -336,6 +336,8 @@ class _Calibration:
         self.data: dict = {"curves": {}, "gemm": [], "bmm": [], "conv": [[1, 1, 1, 1, 1.0]],
                            "conv_transpose": [], "conv_transpose_last": [], "fused": {}, "clock": self.clock,
                            "cache_bytes": cache_bytes()}
+        self._rounds: list[dict] = []  # in-program rounds measured between the parts (see in_program)
+        self._programs: list | None = None
         specs = _curve_specs()
         self.specs = specs
         total = (len(specs) + 3) * len(self.sizes) + len(self._gemm_grid()) + len(self._bmm_grid()) \
@@ -384,6 +386,8 @@ class _Calibration:
                              self.conv_transpose, self.fused, self.in_program):
             measure_part()
             probes.append(probe())  # after each part: a part measured while the machine ran slower shows
+            if measure_part not in (self.dispatch, self.in_program):
+                self._spread_rounds()
         self.data["probe"] = statistics.median(probes)
         self.data["probes"] = probes
         self.phase.done()
@@ -862,16 +866,38 @@ class _Calibration:
         cost, and but for products and convolutions at most the data's traffic), per op kind
         ("kind:conv", ...) and per op the programs run, is the profile's in-program factor for
         that kind or op (``CpuCost.factor`` prefers the op's own)."""
-        # the curves measured so far (without an add's curve, a kernel's whole time can slow)
-        model = CpuCost(Profile({"dispatch": 0.0, "curves": {}, "gemm": [], "bmm": [], "conv": [],
-                                 **self.data, "key": {}}))
-        programs = self._synthetic_programs()
         # a round's factor for an op with one instance in the programs moved by up to 1.0 from one
-        # round to the next (a max pool's, a batch norm's): the median of a few rounds
-        rounds = [self._in_program_round(programs, model) for _ in range(1 if self.quick else 5)]
+        # round to the next (a max pool's, a batch norm's, 1.6-3.0 in eight rounds on a quiet
+        # machine): the median of many rounds, most of them measured between the other parts
+        # (``_spread_rounds``), so that a spell of load on the machine sways few of them (five
+        # rounds in a row once priced every elementwise op a fifth over, and a batch norm's
+        # factor came out 2.35, 2.43 and 2.73 in three calibrations)
+        rounds = list(self._rounds)
+        at_end = 1 if self.quick else max(IN_PROGRAM_ROUNDS - len(rounds), 1)
+        model, programs = self._round_model(), self._synthetic_programs_once()
+        rounds += [self._in_program_round(programs, model) for _ in range(at_end)]
         self.data["in_program"] = {k: statistics.median(r[k] for r in rounds if k in r)
                                    for k in sorted({k for r in rounds for k in r})}
+        self.data["in_program_rounds"] = len(rounds)
         self.step("in-program factors")
+
+    def _round_model(self) -> CpuCost:
+        # the curves measured so far (without an add's curve, a kernel's whole time can slow)
+        return CpuCost(Profile({"dispatch": 0.0, "curves": {}, "gemm": [], "bmm": [], "conv": [],
+                                **self.data, "key": {}}))
+
+    def _synthetic_programs_once(self) -> list:
+        if self._programs is None:
+            self._programs = self._synthetic_programs()
+        return self._programs
+
+    def _spread_rounds(self) -> None:
+        """In-program rounds between two parts of a full calibration, once the curves the rounds
+        read (an add's) are measured (see ``in_program``)."""
+        if self.quick or not self.data["curves"].get("add"):
+            return
+        model, programs = self._round_model(), self._synthetic_programs_once()
+        self._rounds += [self._in_program_round(programs, model) for _ in range(ROUNDS_BETWEEN_PARTS)]
 
     def _in_program_round(self, programs: list, model: CpuCost) -> dict:
         """One measurement of the in-program factors (see ``in_program``) on ``programs``."""
@@ -1042,6 +1068,11 @@ def _merge(points: list) -> list:
     return [[x, math.exp(sum(map(math.log, ys)) / len(ys))] for x, ys in sorted(by_x.items())]
 
 
+# In-program rounds of a full calibration: two after each part from the curves on (every part but
+# the first and the last: 14 rounds), and the rest, at least one, at the end (about 1.6 s a round).
+IN_PROGRAM_ROUNDS = 15
+ROUNDS_BETWEEN_PARTS = 2
+
 # The probe's slowest pass over its fastest, during one calibration, above which the machine's speed
 # is taken to have changed while it was measured (its parts would disagree with each other).
 # Quiet, it stayed within 1.13x (one BLAS thread, CPU time) and 1.17x (two, wall clock, quick);
@@ -1059,7 +1090,7 @@ def probe_spread(data: dict) -> float:
 def calibrate(quick: bool = False, path: str | None = None, progress="auto", attempts: int = 2) -> Profile:
     """Measure this machine and save its ``cpu`` profile (at ``path`` or ``profile_path()``).
 
-    The full calibration takes about a minute; ``quick`` takes a few seconds and is coarser. A
+    The full calibration takes about 75 seconds; ``quick`` takes a few seconds and is coarser. A
     probe timed after each part of it says whether the machine's speed changed meanwhile (other
     work on its cores): then it is measured again, up to ``attempts`` times in all, and the
     steadiest calibration is kept; if none was steady, a ``CalibrationWarning`` says so.
