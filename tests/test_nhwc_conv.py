@@ -197,6 +197,33 @@ def test_cpu_model_prices_nhwc_depthwise_by_its_measured_ratio():
     assert nhwc == pytest.approx(nchw * ratio)
 
 
+def test_cpu_model_prices_nhwc_pointwise_by_its_measured_ratio():
+    """A channels-last 1x1 convolution is the NCHW one times the ratio calibrated nearest its
+    shape (a fused one too, through its anchor); a 3x3 one is not a single product: no ratio."""
+    model = cpu_cost.default_profile(progress=False)
+    rows = model.profile.pointwise_nhwc
+    assert rows and all(r[-1] > 0 for r in rows)
+    nchw_types = [TensorType((1, 64, 7, 7), "float32"), TensorType((96, 64, 1, 1), "float32")]
+    nhwc_types = [TensorType((1, 7, 7, 64), "float32"), TensorType((1, 1, 64, 96), "float32")]
+    nhwc_attrs = {"data_layout": "NHWC", "kernel_layout": "HWIO"}
+    ratio = cpu_cost.nearest(rows, cpu_cost.conv_features(96, 64, 1, 1, 96 * 49.0))
+    for op, extra in (("nn.conv2d", []), ("fused.conv2d_bias_relu", [TensorType((96,), "float32")])):
+        nchw = model.kernel(op, {}, nchw_types + extra, TensorType((1, 96, 7, 7), "float32"))
+        nhwc = model.kernel(op, nhwc_attrs, nhwc_types + extra, TensorType((1, 7, 7, 96), "float32"))
+        assert nhwc == pytest.approx(nchw * ratio)
+    # a 3x3 one (not a single product) takes no ratio, even from rows that would double it
+    doubled = cpu_cost.CpuCost(cpu_cost.Profile(dict(model.profile.data,
+                                                     pointwise_nhwc=[[*r[:-1], 2.0] for r in rows])))
+    x3, w3 = TensorType((1, 64, 7, 7), "float32"), TensorType((96, 64, 3, 3), "float32")
+    x3l, w3l = TensorType((1, 7, 7, 64), "float32"), TensorType((3, 3, 64, 96), "float32")
+    three = doubled.kernel("nn.conv2d", dict(nhwc_attrs, padding=(1, 1)), [x3l, w3l],
+                           TensorType((1, 7, 7, 96), "float32"))
+    out_nchw, out_nhwc = TensorType((1, 96, 7, 7), "float32"), TensorType((1, 7, 7, 96), "float32")
+    assert three == doubled.kernel("nn.conv2d", {"padding": (1, 1)}, [x3, w3], out_nchw)
+    one = doubled.kernel("nn.conv2d", nhwc_attrs, nhwc_types, out_nhwc)
+    assert one == pytest.approx(2.0 * doubled.kernel("nn.conv2d", {}, nchw_types, out_nchw))
+
+
 def test_nhwc_program_exports_to_onnx():
     """The channels-last form exports: its convolutions as ONNX Conv between transposes."""
     from relaygraph.frontend import from_onnx, to_onnx

@@ -78,8 +78,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # F(4x4, 3x3) (tile_size 4) timed over the direct kernel on the same shapes as F(2x2, 3x3), and
 # SqueezeNet's expand layers on a 96x96 input among the calibrated shapes; 23: conv2d_transpose
 # with an IHWO weight (channels-last adds per tap) timed on its own rows; 24: SqueezeNet-1.0's
-# stem, expand layers and classifier at 224x224 among the calibrated convolution shapes
-FORMAT = 24
+# stem, expand layers and classifier at 224x224 among the calibrated convolution shapes; 25: a
+# channels-last 1x1 convolution (pixels x C by C x O) timed over the NCHW one (O x C by C x
+# pixels) by shape, where it was priced the same and measured 1.09x on MobileNet's 1024 -> 1024
+# layer on 7x7
+FORMAT = 25
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
@@ -550,6 +553,7 @@ class Profile:
         self.fused_grouped: dict[str, list] = data.get("fused_grouped", {})
         # a depthwise convolution channels-last over NCHW, per shape: [(c, size, out, ratio)]
         self.depthwise_nhwc: list = data.get("depthwise_nhwc", [])
+        self.pointwise_nhwc: list = data.get("pointwise_nhwc", [])
         self.conv_call = float(data.get("conv_call", 0.0))
         # a 1x1 convolution without padding runs no gathering copy: a fixed cost of its own
         self.conv_call_1x1 = float(data.get("conv_call_1x1", self.conv_call))
@@ -918,7 +922,16 @@ class CpuCost:
                 # channels-last runs another kernel: its time over NCHW's, measured by shape
                 t *= nearest(rows, depthwise_features(x[1], x[2], out))
             return t
-        return self.conv_time(x, o, cg, kh, kw, out, attrs.get("padding") or (0, 0), attrs.get("strides"))
+        padding = attrs.get("padding") or (0, 0)
+        t = self.conv_time(x, o, cg, kh, kw, out, padding, attrs.get("strides"))
+        rows = self.profile.pointwise_nhwc
+        if (rows and kh == kw == 1 and attrs.get("data_layout") == "NHWC"
+                and attrs.get("kernel_layout") == "HWIO" and not _any_nonzero(padding)
+                and not _any_nonzero(attrs.get("strides"), 1)):
+            # channels-last, one (pixels x C) by (C x O) product where NCHW's is (O x C) by
+            # (C x pixels): BLAS runs the two at different speeds on some shapes (measured by shape)
+            t *= nearest(rows, conv_features(o, cg, 1, 1, out))
+        return t
 
     def conv_base(self, x: tuple, o: int, c: int, kh: int, kw: int, out: float, padding,
                   strides=None) -> float:
