@@ -29,7 +29,7 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
   calibration during which they slowed is made again) and later beside a measurement, to compare
   the machine's speed at another time (under another load) with the profile's.
 
-The full mode takes about 75 seconds on a quiet machine; ``quick=True`` a few seconds.
+The full mode takes 70-80 seconds on a quiet machine; ``quick=True`` a few seconds.
 """
 
 from __future__ import annotations
@@ -893,9 +893,9 @@ class _Calibration:
         # a round's factor for an op with one instance in the programs moved by up to 1.0 from one
         # round to the next (a max pool's, a batch norm's, 1.6-3.0 in eight rounds on a quiet
         # machine): the median of many rounds, most of them measured between the other parts
-        # (``_spread_rounds``), so that a spell of load on the machine sways few of them (five
-        # rounds in a row once priced every elementwise op a fifth over, and a batch norm's
-        # factor came out 2.35, 2.43 and 2.73 in three calibrations)
+        # (``_spread_rounds``), so that a short spell of load on the machine sways few of them
+        # (three calibrations of five rounds in a row gave a batch norm 2.35, 2.43 and 2.73, a
+        # multiply 1.78, 1.71 and 2.47)
         rounds = list(self._rounds)
         at_end = 1 if self.quick else max(IN_PROGRAM_ROUNDS - len(rounds), 1)
         model, programs = self._round_model(), self._synthetic_programs_once()
@@ -1114,7 +1114,7 @@ def probe_spread(data: dict) -> float:
 def calibrate(quick: bool = False, path: str | None = None, progress="auto", attempts: int = 2) -> Profile:
     """Measure this machine and save its ``cpu`` profile (at ``path`` or ``profile_path()``).
 
-    The full calibration takes about 75 seconds; ``quick`` takes a few seconds and is coarser. A
+    The full calibration takes 70-80 seconds; ``quick`` takes a few seconds and is coarser. A
     probe timed after each part of it says whether the machine's speed changed meanwhile (other
     work on its cores): then it is measured again, up to ``attempts`` times in all, and the
     steadiest calibration is kept; if none was steady, a ``CalibrationWarning`` says so.
