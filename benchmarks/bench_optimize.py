@@ -104,7 +104,7 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
     from relaygraph.egraph.optimize import random_inputs
     from relaygraph.egraph.program_profile import time_programs
     from relaygraph.errors import RelayError
-    from relaygraph.ir import layout_stats
+    from relaygraph.ops import layout_stats
 
     rows = []
     for name in models:
@@ -159,7 +159,7 @@ def sign_test(slower: int, rounds: int) -> float:
 
 
 def _layouts_changed(before: dict, after: dict) -> str:
-    from relaygraph.ir import layout_changes
+    from relaygraph.ops import layout_changes
 
     return ", ".join(f"{k} {a}->{b}" for k, (a, b) in layout_changes(before, after).items()) or "none"
 

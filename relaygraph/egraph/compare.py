@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.dag_export import layout_changes, layout_stats, program_stats
+from ..ir.dag_export import program_stats
 from ..ir.module import IRModule
+from ..ops.layouts import layout_changes, layout_stats
 
 __all__ = ["PipelineComparison", "compare_pipeline"]
 

@@ -27,11 +27,12 @@ import numpy as np
 
 from ..errors import RelayError
 from ..eval.inputs import random_inputs
-from ..ir.dag_export import layout_changes, layout_stats, program_stats
+from ..ir.dag_export import program_stats
 from ..ir.expr import Constant, Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
 from ..ops.fused_ops import definition as fused_definition
+from ..ops.layouts import layout_changes, layout_stats
 from ..validate import optimize_options
 
 __all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs",

@@ -13,7 +13,7 @@ from .adt import (
     pattern_vars,
 )
 from .attrs import EMPTY_ATTRS, Attrs
-from .dag_export import layout_changes, layout_stats, node_label, program_stats, to_networkx
+from .dag_export import node_label, program_stats, to_networkx
 from .equal import alpha_equal, structural_hash
 from .expr import (
     Call,
@@ -74,7 +74,6 @@ __all__ = [
     "RefType", "RefWrite", "TensorType", "Tuple", "TupleGetItem", "TupleType", "Type", "TypeCall",
     "TypeData", "TypeRelation", "TypeVar", "Var", "all_vars", "alpha_equal", "as_expr",
     "bound_vars", "const", "free_type_vars", "free_vars", "is_atomic", "iter_post_order",
-    "layout_changes", "layout_stats", "live_interned_count", "node_count", "node_label", "program_stats",
-    "pattern_vars",
+    "live_interned_count", "node_count", "node_label", "program_stats", "pattern_vars",
     "post_order", "scalar_type", "structural_hash", "substitute", "to_networkx", "var",
 ]

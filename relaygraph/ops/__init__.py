@@ -10,11 +10,12 @@ from . import annotation, conv, creation, elemwise, fused_ops, join, linear, nor
 from .builders import install as _install
 from .builders import make_call
 from .domains import draw, random_inputs
+from .layouts import layout_changes, layout_stats
 from .registry import REQUIRED, OpDef, PatternKind, all_ops, get, lookup, register
 
 __all__ = [
     "OpDef", "PatternKind", "REQUIRED", "all_ops", "get", "lookup", "register", "make_call",
-    "draw", "random_inputs",
+    "draw", "random_inputs", "layout_stats", "layout_changes",
 ]
 
 _install(_sys.modules[__name__])
