@@ -104,7 +104,7 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
     from relaygraph.egraph.optimize import random_inputs
     from relaygraph.egraph.program_profile import time_programs
     from relaygraph.errors import RelayError
-    from relaygraph.ops import layout_stats
+    from relaygraph.ops.layouts import changes_text, count_changes, layout_changes, layout_stats
 
     rows = []
     for name in models:
@@ -138,15 +138,16 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
                          "times": times[:3], "walls": walls[:3], "control": times[3] if control else None,
                          "predicted": predicted, "check": res.check_passed,
                          "pipeline_check": _agree(values[0], values[1]),
-                         "egraph_changed": _changed(res.ops_before, res.ops_after),
-                         "egraph_layouts": _layouts_changed(res.layouts_before, res.layouts_after),
+                         "egraph_changed": changes_text(count_changes(res.ops_before, res.ops_after)),
+                         "egraph_layouts": changes_text(layout_changes(res.layouts_before,
+                                                                       res.layouts_after)),
                          # the e-graph kept the original program, text for text
                          "unchanged": unchanged,
                          "rounds": len(compared),
                          "rounds_slower": sum(c > p for c, p in zip(compared, samples[1], strict=True)),
-                         "pipeline_changed": _changed(_ops(res.original), _ops(piped)),
-                         "pipeline_layouts": _layouts_changed(_ops(res.original, layout_stats),
-                                                              _ops(piped, layout_stats)),
+                         "pipeline_changed": changes_text(count_changes(_ops(res.original), _ops(piped))),
+                         "pipeline_layouts": changes_text(layout_changes(_ops(res.original, layout_stats),
+                                                                         _ops(piped, layout_stats))),
                          "load": os.getloadavg()[0], "clock": clock_of(machine_key())})
             print(f"  {name}, {n} thread(s): measured (load {rows[-1]['load']:.1f})", flush=True)
     return rows
@@ -156,18 +157,6 @@ def sign_test(slower: int, rounds: int) -> float:
     """One-sided sign test: the chance that a program no slower than another is slower in at least
     ``slower`` of ``rounds`` alternated rounds (each round a fair coin)."""
     return sum(math.comb(rounds, k) for k in range(slower, rounds + 1)) / 2 ** rounds
-
-
-def _layouts_changed(before: dict, after: dict) -> str:
-    from relaygraph.ops import layout_changes
-
-    return ", ".join(f"{k} {a}->{b}" for k, (a, b) in layout_changes(before, after).items()) or "none"
-
-
-def _changed(before: dict, after: dict) -> str:
-    changed = [f"{k} {before.get(k, 0)}->{after.get(k, 0)}" for k in sorted(set(before) | set(after))
-               if before.get(k, 0) != after.get(k, 0)]
-    return ", ".join(changed) or "none"
 
 
 def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:

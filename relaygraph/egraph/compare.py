@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..ir.dag_export import program_stats
 from ..ir.module import IRModule
-from ..ops.layouts import layout_changes, layout_stats
+from ..ops.layouts import count_changes, layout_changes, layout_stats
 
 __all__ = ["PipelineComparison", "compare_pipeline"]
 
@@ -68,9 +68,9 @@ def _ops(mod: IRModule, stats=lambda func: program_stats(func)["ops"]) -> dict[s
     return total
 
 
-def _diff(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    out = {op: after.get(op, 0) - before.get(op, 0) for op in set(before) | set(after)}
-    return {op: d for op, d in out.items() if d}
+def _deltas(changes: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """Signed changes from ``count_changes`` or ``layout_changes`` pairs."""
+    return {k: b - a for k, (a, b) in changes.items()}
 
 
 def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: float = 2.0,
@@ -92,8 +92,7 @@ def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: fl
     for (label, mod), seconds in zip(programs, times, strict=True):
         ops, layouts = _ops(mod), _ops(mod, layout_stats)
         out.rows.append({"label": label, "predicted": program_cost(mod, "main", result.cost_model),
-                         "measured": seconds, "ops": ops, "changed": _diff(base_ops, ops),
+                         "measured": seconds, "ops": ops, "changed": _deltas(count_changes(base_ops, ops)),
                          "layouts": layouts,
-                         "layouts_changed": {k: b - a for k, (a, b) in layout_changes(base_layouts,
-                                                                                     layouts).items()}})
+                         "layouts_changed": _deltas(layout_changes(base_layouts, layouts))})
     return out

@@ -32,7 +32,7 @@ from ..ir.expr import Constant, Expr, Function, Var
 from ..ir.module import IRModule
 from ..ir.traversal import substitute
 from ..ops.fused_ops import definition as fused_definition
-from ..ops.layouts import layout_changes, layout_stats
+from ..ops.layouts import changes_text, count_changes, layout_changes, layout_stats
 from ..validate import optimize_options
 
 __all__ = ["optimize", "OptimizeResult", "default_rule_files", "bind_params", "random_inputs",
@@ -119,11 +119,10 @@ class OptimizeResult:
             rows.append(("numpy time", f"{self.seconds_before * 1e3:.2f} ms -> "
                                        f"{self.seconds_after * 1e3:.2f} ms (speedup "
                                        f"{self.speedup:.2f}x, median)"))
-        rows.append(("ops changed", _count_changes(self.ops_before, self.ops_after)))
+        rows.append(("ops changed", changes_text(count_changes(self.ops_before, self.ops_after))))
         if self.layouts_before or self.layouts_after:
             moved = layout_changes(self.layouts_before, self.layouts_after)
-            rows.append(("layouts changed", ", ".join(f"{k} {a}->{b}" for k, (a, b) in moved.items())
-                         or "none"))
+            rows.append(("layouts changed", changes_text(moved)))
         if self.fused_calls:
             rows.append(("written as", f"fused.* ops kept ({self.fused_calls} calls)" if self.keep_fused_ops
                          else f"standard Relay: {self.fused_calls} fused op(s) as Primitive=1 functions"))
@@ -239,25 +238,12 @@ def bind_params(mod: IRModule, params: dict[str, np.ndarray], entry: str = "main
     return out
 
 
-def _op_histogram(funcs: list[Function]) -> dict[str, int]:
+def _op_histogram(funcs: list[Function], stats=lambda func: program_stats(func)["ops"]) -> dict[str, int]:
+    """Counts over ``funcs`` summed: their ops by default, or another ``stats`` (``layout_stats``)."""
     total: Counter = Counter()
     for func in funcs:
-        total.update(program_stats(func)["ops"])
+        total.update(stats(func))
     return dict(total)
-
-
-def _layout_histogram(funcs: list[Function]) -> dict[str, int]:
-    total: Counter = Counter()
-    for func in funcs:
-        total.update(layout_stats(func))
-    return dict(sorted(total.items()))
-
-
-def _count_changes(before: dict[str, int], after: dict[str, int]) -> str:
-    """``"nn.batch_norm 53->0, ..."``: the keys whose counts differ, or ``"none"``."""
-    diff = [f"{k} {before.get(k, 0)}->{after.get(k, 0)}" for k in sorted(set(before) | set(after))
-            if before.get(k, 0) != after.get(k, 0)]
-    return ", ".join(diff) or "none"
 
 
 def _constant_discount(graph) -> None:
@@ -466,8 +452,7 @@ def rule_ops(rule) -> list[str]:
 def suspect_rules(rules, reports: dict, ops_before: dict, ops_after: dict) -> list[dict]:
     """The rules that matched during saturation and name an op whose count changed: the
     differing ops of the optimized program come from their matches. Most matches first."""
-    changed = {op for op in set(ops_before) | set(ops_after)
-               if ops_before.get(op, 0) != ops_after.get(op, 0)}
+    changed = count_changes(ops_before, ops_after)
     matches: Counter = Counter()
     for rep in reports.values():
         matches.update({k: v for k, v in rep.matches.items() if v})
@@ -475,13 +460,12 @@ def suspect_rules(rules, reports: dict, ops_before: dict, ops_after: dict) -> li
     for rule in rules:
         n = matches.get(rule.name, 0)
         ops = rule_ops(rule)
-        if n and (set(ops) & changed or not ops):
+        named = sorted(changed.keys() & set(ops))
+        if n and (named or not ops):
             span = getattr(rule, "span", None)
             out.append({"rule": rule.name, "matches": n,
                         "source": f"{span.source_name}:{span.line}" if span else "",
-                        "ops": sorted(set(ops) & changed) if ops else [],
-                        "changed": {op: [ops_before.get(op, 0), ops_after.get(op, 0)]
-                                    for op in sorted(set(ops) & changed)}})
+                        "ops": named, "changed": {op: list(changed[op]) for op in named}})
     return sorted(out, key=lambda r: -r["matches"])
 
 
@@ -604,7 +588,7 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
         nodes_before=sum(program_stats(f)["nodes"] for f in before),
         nodes_after=sum(program_stats(f)["nodes"] for f in after),
         ops_before=_op_histogram(before), ops_after=ops_after,
-        layouts_before=_layout_histogram(before), layouts_after=_layout_histogram(after),
+        layouts_before=_op_histogram(before, layout_stats), layouts_after=_op_histogram(after, layout_stats),
         functions={gv.name_hint: status.get(gv.name_hint, "not asked for") for gv, _ in mod},
         saturations=reports, keep_fused_ops=keep_fused_ops,
         fused_calls=sum(n for op, n in ops_after.items() if fused_definition(op) is not None),

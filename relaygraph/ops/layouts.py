@@ -1,5 +1,6 @@
 """Which layouts a program's ops run in: calls of ops that take layouts, counted by op and
-layouts, and what a rewrite changed in them (a layout rewrite leaves the op counts unchanged)."""
+layouts, and what a rewrite changed in them (a layout rewrite leaves the op counts unchanged);
+and the changes between two counts of any kind (an op histogram too), as pairs and as text."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ..ir.traversal import iter_post_order
 from .fused_ops import definition
 from .registry import lookup
 
-__all__ = ["layout_stats", "layout_changes"]
+__all__ = ["layout_stats", "layout_changes", "count_changes", "changes_text"]
 
 
 def layout_stats(root: Node) -> dict[str, int]:
@@ -60,3 +61,16 @@ def layout_changes(before: dict[str, int], after: dict[str, int]) -> dict[str, t
             for key in sorted(ops_before[op] | ops_after[op]):
                 changed[key] = (before.get(key, 0), after.get(key, 0))
     return changed
+
+
+def count_changes(before: dict[str, int], after: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """The keys of two counts (an op histogram, ``layout_stats``) whose counts differ, each with
+    its count before and after, in key order."""
+    return {k: (before.get(k, 0), after.get(k, 0)) for k in sorted(set(before) | set(after))
+            if before.get(k, 0) != after.get(k, 0)}
+
+
+def changes_text(changes: dict[str, tuple[int, int]]) -> str:
+    """``"nn.batch_norm 53->0, reshape 98->2"`` from ``count_changes`` or ``layout_changes``, or
+    ``"none"``."""
+    return ", ".join(f"{k} {a}->{b}" for k, (a, b) in changes.items()) or "none"
