@@ -38,11 +38,28 @@ def _run(name, args, **attrs):
     return out
 
 
+# The two channels-last depthwise kernels, each with its usual blocks and with one row per block:
+# (path, block of the tap-by-tap kernel, band of the windowed one)
+PATHS = [("taps", conv._NHWC_BLOCK, None), ("taps", 5, None), ("windows", None, conv._WINDOWS_BAND),
+         ("windows", None, 5)]
+PATH_IDS = ["taps", "taps-row-blocks", "windows", "windows-row-bands"]
+
+
+def _use_path(monkeypatch, path) -> None:
+    """Route channels-last depthwise convolutions of any width through one kernel."""
+    kind, block, band = path
+    monkeypatch.setattr(conv, "_WINDOWS_MIN_CHANNELS", 1 if kind == "windows" else 1 << 30)
+    if block is not None:
+        monkeypatch.setattr(conv, "_NHWC_BLOCK", block)
+    if band is not None:
+        monkeypatch.setattr(conv, "_WINDOWS_BAND", band)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
-@pytest.mark.parametrize("block", [conv._NHWC_BLOCK, 5])
-def test_depthwise_nhwc_against_definition(case, block, monkeypatch):
+@pytest.mark.parametrize("path", PATHS, ids=PATH_IDS)
+def test_depthwise_nhwc_against_definition(case, path, monkeypatch):
     n, c, h, wd, kh, kw, strides, padding, dilation = case
-    monkeypatch.setattr(conv, "_NHWC_BLOCK", block)  # 5: one row per block
+    _use_path(monkeypatch, path)
     x = RNG.standard_normal((n, c, h, wd)).astype(np.float32)
     w = RNG.standard_normal((c, 1, kh, kw)).astype(np.float32)
     got = _run("nn.conv2d", [_nhwc(x), _hwio(w)], strides=strides, padding=padding, dilation=dilation,
@@ -73,10 +90,12 @@ def test_pointwise_nhwc_is_one_product_and_others_fall_back():
 @pytest.mark.parametrize("case", CASES[:6], ids=[str(i) for i in range(6)])
 @pytest.mark.parametrize("name", ["fused.conv2d_bias_relu", "fused.conv2d_bias", "fused.conv2d_relu",
                                   "fused.conv2d_maximum"])
-def test_fused_depthwise_nhwc_epilogue(case, name, monkeypatch):
-    """The fused ops on an NHWC depthwise convolution: bias and floor are channel vectors (C,)."""
+@pytest.mark.parametrize("path", [("taps", 7, None), ("windows", None, 7)], ids=["taps", "windows"])
+def test_fused_depthwise_nhwc_epilogue(case, name, path, monkeypatch):
+    """The fused ops on an NHWC depthwise convolution: bias and floor are channel vectors (C,);
+    the epilogue runs on every block (a few rows each here) of either kernel."""
     n, c, h, wd, kh, kw, strides, padding, dilation = case
-    monkeypatch.setattr(conv, "_NHWC_BLOCK", 7)
+    _use_path(monkeypatch, path)
     x = RNG.standard_normal((n, c, h, wd)).astype(np.float32)
     w = RNG.standard_normal((c, 1, kh, kw)).astype(np.float32)
     want = ref_depthwise(x, w, strides, padding, dilation).transpose(0, 2, 3, 1)
@@ -96,6 +115,24 @@ def test_fused_depthwise_nhwc_epilogue(case, name, monkeypatch):
                kernel_size=(kh, kw))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(args[0], before)  # the input is never written
+
+
+def test_windowed_depthwise_float64_and_its_channel_threshold(monkeypatch):
+    """The windowed kernel keeps float64 (to float64's precision), and a channels-last depthwise
+    convolution takes it from ``_WINDOWS_MIN_CHANNELS`` channels up, the tap-by-tap one below."""
+    x = RNG.standard_normal((2, 6, 9, 8))
+    w = RNG.standard_normal((6, 1, 3, 3))
+    got = conv._depthwise_nhwc_windows(_nhwc(x), _hwio(w), (2, 1), (1, 2, 0, 1), (1, 2))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got.transpose(0, 3, 1, 2), ref_depthwise(x, w, (2, 1), (1, 2, 0, 1), (1, 2)),
+                               rtol=1e-12, atol=1e-12)
+    taken = []
+    for kind in ("windows", "taps"):
+        monkeypatch.setattr(conv, f"_depthwise_nhwc_{kind}", lambda *a, kind=kind, **k: taken.append(kind))
+    for c in (conv._WINDOWS_MIN_CHANNELS - 1, conv._WINDOWS_MIN_CHANNELS, 2 * conv._WINDOWS_MIN_CHANNELS):
+        conv._conv2d_depthwise_nhwc(np.zeros((1, 4, 4, c), np.float32), np.zeros((3, 3, 1, c), np.float32),
+                                    (1, 1), (1, 1, 1, 1), (1, 1))
+    assert taken == ["taps", "windows", "windows"]
 
 
 def test_nhwc_epilogue_declines_other_calls():
