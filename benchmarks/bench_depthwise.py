@@ -30,7 +30,8 @@ from relaygraph.ops import conv  # noqa: E402
 
 # (channels, image size, stride): MobileNet's depthwise layers (224x224 input), then narrower ones
 SHAPES = [(32, 112, 1), (64, 112, 2), (128, 56, 1), (128, 56, 2), (256, 28, 1), (256, 28, 2), (512, 14, 1),
-          (512, 14, 2), (1024, 7, 1), (32, 56, 1), (64, 56, 1), (64, 28, 1), (96, 56, 1), (96, 28, 1), (96, 14, 1)]
+          (512, 14, 2), (1024, 7, 1), (32, 56, 1), (64, 56, 1), (64, 28, 1), (96, 56, 1), (96, 28, 1),
+          (96, 14, 1)]
 
 
 def _layer(c: int, size: int, stride: int, rng):
