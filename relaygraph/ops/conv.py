@@ -370,14 +370,12 @@ _WINDOWS_MIN_CHANNELS = 96
 _WINDOWS_BAND = 1 << 18
 
 
-def _conv2d_depthwise_nhwc(x, w, strides, padding, dilation, epilogue=None, windows=None):
+def _conv2d_depthwise_nhwc(x, w, strides, padding, dilation, epilogue=None):
     """One filter per channel on NHWC data (HWIO weight, I = 1), padding >= 0, each block of
     output rows ending with ``epilogue(rows x C block)`` in place while it is in cache. With
-    ``_WINDOWS_MIN_CHANNELS`` channels or more (or ``windows=True``), every output value is one
-    pass over its window (``_depthwise_nhwc_windows``); with fewer (or ``windows=False``), the
-    taps one after another (``_depthwise_nhwc_taps``)."""
-    if windows is None:
-        windows = x.shape[3] >= _WINDOWS_MIN_CHANNELS
+    ``_WINDOWS_MIN_CHANNELS`` channels or more, every output value is one pass over its window
+    (``_depthwise_nhwc_windows``); with fewer, the taps one after another (``_depthwise_nhwc_taps``)."""
+    windows = x.shape[3] >= _WINDOWS_MIN_CHANNELS
     kernel = _depthwise_nhwc_windows if windows else _depthwise_nhwc_taps
     return kernel(x, w, strides, padding, dilation, epilogue)
 
