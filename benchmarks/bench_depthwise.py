@@ -2,10 +2,11 @@
 pass, ``relaygraph.ops.conv._depthwise_nhwc_windows``) against the tap-by-tap kernel (one
 (pixels x C) multiply and add per tap over phase planes, ``_depthwise_nhwc_taps``), on MobileNet's
 depthwise layers at 224x224 and a few narrower ones, each with its bias and relu epilogue as the
-fused op runs it. Both kernels run alternated in this process on the same inputs (their order
-rotating each round), BLAS and numexpr on one thread; medians, and the ratio tap-by-tap over
-windowed (above 1: the windowed kernel is faster). ``_WINDOWS_MIN_CHANNELS`` sends a layer to the
-windowed kernel from that many channels on; the last column says which kernel a layer gets.
+fused op runs it. Both kernels run alternated in this process on the same inputs
+(``calibrate.measure_alternated``, as the calibration times kernels), BLAS and numexpr on one
+thread; medians, and the ratio tap-by-tap over windowed (above 1: the windowed kernel is faster).
+``_WINDOWS_MIN_CHANNELS`` sends a layer to the windowed kernel from that many channels on; the
+last column says which kernel a layer gets.
 
     python benchmarks/bench_depthwise.py [--rounds 15]
 """
@@ -14,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -25,6 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np  # noqa: E402
 
+from relaygraph.egraph.calibrate import measure_alternated  # noqa: E402
 from relaygraph.eval.memory import pin_allocator  # noqa: E402
 from relaygraph.ops import conv  # noqa: E402
 
@@ -50,17 +50,6 @@ def _layer(c: int, size: int, stride: int, rng):
     return run(conv._depthwise_nhwc_taps), run(conv._depthwise_nhwc_windows)
 
 
-def _seconds(fn, min_seconds: float = 2e-3) -> float:
-    """Seconds per call of ``fn``, looped for at least ``min_seconds``."""
-    calls, start = 0, time.perf_counter()
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_seconds:
-            return elapsed / calls
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="alternated rounds of each kernel")
@@ -73,12 +62,7 @@ def main() -> None:
     for c, size, stride in SHAPES:
         taps, windows = _layer(c, size, stride, rng)
         np.testing.assert_allclose(taps(), windows(), rtol=1e-4, atol=1e-4)
-        times: dict[str, list[float]] = {"taps": [], "windows": []}
-        pair = [("taps", taps), ("windows", windows)]
-        for k in range(args.rounds):
-            for name, fn in pair[k % 2:] + pair[:k % 2]:
-                times[name].append(_seconds(fn))
-        t, w = statistics.median(times["taps"]), statistics.median(times["windows"])
+        t, w = measure_alternated([taps, windows], args.rounds)
         used = "windowed" if c >= conv._WINDOWS_MIN_CHANNELS else "tap by tap"
         label = f"{c} on {size}x{size}" + (f" /{stride}" if stride > 1 else "")
         print(f"{label:<22} {t * 1e3:8.3f} ms {w * 1e3:8.3f} ms {t / w:6.2f}x  {used}")

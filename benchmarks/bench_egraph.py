@@ -207,17 +207,24 @@ def typing_program(signatures: dict, types, ctors) -> list[str]:
     return out
 
 
+def plain_egraph(texts):
+    """A bindings e-graph with ``texts`` run in it, one command per call (one large string parses
+    in quadratic time)."""
+    from egglog import bindings
+
+    eg = bindings.EGraph()
+    for text in texts:
+        for cmd in eg.parse_program(text):
+            eg.run_program(cmd)
+    return eg
+
+
 def plain_run(fn: rg.Function, rules, iterations: int, typing: list[str] | None = None) -> tuple[float, int]:
     """Seconds for ``iterations`` of ``(run <ruleset> 1)`` in plain egglog, and the e-nodes after;
     with ``typing`` (``typing_program``), its rules run once after each iteration, then the
     facts rules if the rules read facts (and both once over the program before, as loading does
     in rg)."""
-    from egglog import bindings
-
-    eg = bindings.EGraph()
-    for text in [schema_program(), *program(rules), *(typing or ()), *plain_egglog_program(fn)]:
-        for cmd in eg.parse_program(text):
-            eg.run_program(cmd)
+    eg = plain_egraph([schema_program(), *program(rules), *(typing or ()), *plain_egglog_program(fn)])
     facts = any(re.search(r"\((rank|dtype|dim) ", c) for c in program(rules))
     after = "(run typing) (run facts)" if facts else "(run typing)"
     if typing:
@@ -341,8 +348,6 @@ def typing_floor(fn: rg.Function, rules, iterations: int, runs: int = 7) -> None
     fixed point per iteration) and the encoding's own (``typing_program``), medians of ``runs``
     interleaved. Any typing of every class before the next iteration looks up each new node's
     children: the write alone is the floor no such typing gets under."""
-    from egglog import bindings
-
     first = ours(fn, rules, iterations, False)
     signatures = first.egraph.state.signatures
     ctors = mentioned_constructors(program(rules))
@@ -350,10 +355,7 @@ def typing_floor(fn: rg.Function, rules, iterations: int, runs: int = 7) -> None
     step = f"(run {rules[0].ruleset})"
 
     def timed(commands: list[str], schedule: str, typed: bool) -> float:
-        eg = bindings.EGraph()
-        for text in commands:
-            for cmd in eg.parse_program(text):
-                eg.run_program(cmd)
+        eg = plain_egraph(commands)
         if typed:  # type the program's own nodes first, as loading does in rg
             eg.run_program(*eg.parse_program("(run-schedule (run typing))"))
         run = eg.parse_program(f"(run-schedule {schedule})")

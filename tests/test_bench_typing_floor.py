@@ -40,23 +40,21 @@ def _rules():
     return [r for r in rg.load_rules(str(ROOT / "rules" / "algebraic.rules")) if r.name in names]
 
 
-def _run(bench, fn, rules, mode: str, iterations: int, typing_runs_after: str) -> dict:
-    from egglog import bindings
-
+def _run(bench, fn, rules, mode: str, iterations: int, typing_runs_after: str, signatures=None) -> dict:
+    """Sizes after ``iterations`` of the rules and ``mode``'s typing in plain egglog, beside
+    rg.saturate's (``signatures``: the typed signature table, rg's own by default)."""
     first = bench.ours(fn, rules, iterations, False)
-    commands, typing = bench.i64_typing_program(fn, first.egraph.state.signatures,
-                                                mentioned_constructors(program(rules)), mode)
-    eg = bindings.EGraph()
-    for text in [schema_program(), *program(rules), *commands]:
-        for cmd in eg.parse_program(text):
-            eg.run_program(cmd)
+    table = first.egraph.state.signatures if signatures is None else signatures
+    commands, typing = bench.i64_typing_program(fn, table, mentioned_constructors(program(rules)), mode)
+    eg = bench.plain_egraph([schema_program(), *program(rules), *commands])
     for _ in range(iterations):
         eg.run_program(*eg.parse_program(f"(run-schedule (run {rules[0].ruleset}) {typing})"))
     if typing_runs_after:
         eg.run_program(*eg.parse_program(f"(run-schedule {typing_runs_after})"))
     sizes = dict(eg.run_program(*eg.parse_program("(print-size)"))[0].sizes)
-    return {"typed": sizes.get("TyI", 0), "classes": first.egraph.sizes()[1],
-            "nodes": sizes.get("r:add", 0), "rg_nodes": first.egraph.sizes()[0]}
+    nodes, classes = first.egraph.sizes()
+    return {"typed": sizes.get("TyI", 0), "classes": classes, "nodes": sizes.get("r:add", 0),
+            "rg_nodes": nodes}
 
 
 @pytest.mark.parametrize("mode", ["lagged", "fixed"])
@@ -77,17 +75,5 @@ def test_fixed_point_typing_leaves_no_class_untyped_after_each_iteration(bench):
 def test_a_missing_signature_leaves_its_class_untyped(bench):
     # the lookups are in the query: a class whose signature the table lacks is not typed (so a
     # figure of a typing that never matched would show as untyped classes here)
-    from egglog import bindings
-
-    fn = _sum(4, [(2, 2)])
-    rules = _rules()
-    first = bench.ours(fn, rules, 2, False)
-    commands, typing = bench.i64_typing_program(fn, {}, mentioned_constructors(program(rules)), "fixed")
-    eg = bindings.EGraph()
-    for text in [schema_program(), *program(rules), *commands]:
-        for cmd in eg.parse_program(text):
-            eg.run_program(cmd)
-    for _ in range(2):
-        eg.run_program(*eg.parse_program(f"(run-schedule (run {rules[0].ruleset}) {typing})"))
-    sizes = dict(eg.run_program(*eg.parse_program("(print-size)"))[0].sizes)
-    assert sizes.get("TyI", 0) < first.egraph.sizes()[1]
+    got = _run(bench, _sum(4, [(2, 2)]), _rules(), "fixed", 2, "", signatures={})
+    assert got["typed"] < got["classes"]
