@@ -806,6 +806,13 @@ def test_measure_alternated_takes_each_sample_in_turn():
     assert ratio == pytest.approx(0.5)
     with pytest.raises(ValueError, match="at least one"):
         measure_alternated([])
+    # warm: an untimed call before each sample (the first call after the others is not timed)
+    order.clear()
+    now[0], calls[0] = 0.0, 0
+    rounds: list[int] = []
+    measure_alternated([fast, slow], repeats=2, min_seconds=0.5, clock=lambda: now[0], warm=True,
+                       on_round=rounds.append)
+    assert order[4:] == ["fast", "fast", "slow", "slow"] * 2 and rounds == [1, 2]
 
 
 def test_fused_dense_ratios_are_timed_alternated_with_the_dense_kernel():
@@ -1178,9 +1185,9 @@ def test_value_dependent_kernels_are_timed_on_distinct_inputs(monkeypatch):
     # as many calls as cycle twice through the inputs, whatever the clock says (timed, a slow first
     # call made few enough loops that some inputs were never reached)
     cycle = calibrate.DISTINCT_ELEMENTS // first[0].size
-    with monkeypatch.context() as patched:
-        patched.setattr(calibrate, "measure", lambda fn, *a: [fn() for _ in range(2 * cycle)] and 1e-6)
-        assert run.distinct_inputs_time(kernel, spec, 4096, first, attrs) > 0
+    call = run.distinct_inputs_call(kernel, spec, 4096, first, attrs)
+    for _ in range(2 * cycle):
+        call()
     assert len(set(calls)) == calibrate.DISTINCT_ELEMENTS // first[0].size and calls[0] == id(first[0])
     assert all(a != b for a, b in zip(calls, calls[1:], strict=False))
     # which curves are measured that way
@@ -1192,11 +1199,15 @@ def test_value_dependent_kernels_are_timed_on_distinct_inputs(monkeypatch):
         return real_call(name, arrays, **kw)
 
     monkeypatch.setattr(calibrate, "_call", call)
-    monkeypatch.setattr(calibrate._Calibration, "distinct_inputs_time",
-                        lambda self, *a: distinct.append(current[0]) or 1e-6)
-    monkeypatch.setattr(calibrate._Calibration, "kernel_time", lambda self, *a: 1e-6)
+    monkeypatch.setattr(calibrate._Calibration, "distinct_inputs_call",
+                        lambda self, *a: distinct.append(current[0]) or (lambda: None))
+    batches: list[tuple[int, bool]] = []
+    monkeypatch.setattr(calibrate, "measure_alternated",
+                        lambda fns, *a, **kw: batches.append((len(fns), kw.get("warm"))) or [1e-6] * len(fns))
     run.specs = {name: spec for name, spec in calibrate._curve_specs().items()
                  if name in ("erf", "sigmoid", "nn.leaky_relu", "tanh", "add")}
     run.curves()
     assert sorted(set(distinct)) == ["erf", "nn.leaky_relu", "sigmoid"]
     assert len(distinct) == 3 * len(run.sizes) and run.data["curves"]["tanh"]
+    # every point of every curve (and the copies) in one alternated measurement, each sample warm
+    assert batches == [((len(run.specs) + 3) * len(run.sizes), True)]

@@ -84,13 +84,16 @@ def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-
 
 
 def measure_alternated(fns: Sequence[Callable[[], object]], repeats: int = 5, min_seconds: float = 2e-3,
-                       clock: Callable[[], float] = time.perf_counter) -> list[float]:
+                       clock: Callable[[], float] = time.perf_counter, warm: bool = False,
+                       on_round: Callable[[int], object] | None = None) -> list[float]:
     """Seconds of each of ``fns``: the median of ``repeats`` samples, each looping enough calls to
     fill ``min_seconds``, the samples alternated (one of each in turn, ``repeats`` rounds): a
     change of the machine's speed (other work starting or stopping) then moves them all alike,
     and ratios between them stay true. Measured one after the other, a one-row product's fused
     (K, N) kernel read 0.47 and 0.62 of the dense kernel in two calibrations, against 0.64-0.69
-    alternated."""
+    alternated. ``warm``: each sample starts after one untimed call, so that a function looped
+    alone (its data in the cache) is timed so when many others run between its samples.
+    ``on_round(k)`` is called after the k-th round (1 to ``repeats``)."""
     if not fns:
         raise ValueError("measure_alternated needs at least one function")
     loops = []
@@ -100,12 +103,16 @@ def measure_alternated(fns: Sequence[Callable[[], object]], repeats: int = 5, mi
         fn()
         loops.append(max(1, int(min_seconds / max(clock() - start, 1e-7))))
     samples: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
+    for k in range(1, repeats + 1):
         for fn, n, out in zip(fns, loops, samples, strict=True):
+            if warm:
+                fn()
             start = clock()
             for _ in range(n):
                 fn()
             out.append((clock() - start) / n)
+        if on_round is not None:
+            on_round(k)
     return [statistics.median(s) for s in samples]
 
 
@@ -354,13 +361,13 @@ class _Calibration:
     def kernel_time(self, kernel, args: list, attrs) -> float:
         return measure(lambda: kernel(args, attrs), self.repeats, self.min_seconds, self.timer)
 
-    def distinct_inputs_time(self, kernel, spec, n: int, first: list, attrs) -> float:
-        """Seconds of ``kernel`` called on distinct inputs from ``spec`` in turn (``first``, then
-        new ones: at least ``DISTINCT_ELEMENTS`` elements in all), as a program calls it: never
-        twice on the same values (see ``UNPREDICTABLE``)."""
+    def distinct_inputs_call(self, kernel, spec, n: int, first: list, attrs):
+        """A call of ``kernel`` on distinct inputs from ``spec`` in turn (``first``, then new ones:
+        at least ``DISTINCT_ELEMENTS`` elements in all), as a program calls it: never twice on the
+        same values (see ``UNPREDICTABLE``)."""
         count = max(8, min(MAX_COPIES, math.ceil(DISTINCT_ELEMENTS / max(1, first[0].size))))
         inputs = [first] + [spec(self.rng, n)[0] for _ in range(count - 1)]
-        return measure(_cycling(kernel, inputs, attrs), self.repeats, self.min_seconds, self.timer)
+        return _cycling(kernel, inputs, attrs)
 
     def cold_time(self, kernel, args: list, attrs, weight: int = 1) -> float:
         """Seconds of ``kernel`` with ``args[weight]`` read cold, as a program reads each weight
@@ -469,32 +476,52 @@ class _Calibration:
         return max(min(medians) - statistics.median(reads), 0.0)
 
     def curves(self) -> None:
-        curves = self.data["curves"]
+        """Every curve point (each op at each size, and the copies) measured together, their
+        samples alternated over the whole part (``measure_alternated``), each after an untimed
+        call (the kernel looped alone, as before). On a virtual machine whose speed flipped
+        between two states 1.6x apart a few times a second, each point measured on its own came
+        from whichever state held during its few milliseconds: one profile's curves put in place of
+        another's moved MobileNet's predicted speedup from optimizing from 1.75 to 1.48. Measured
+        together, the points of one calibration share the states they meet, so the ops' prices
+        against each other (what a predicted speedup reads) move less between calibrations: over
+        five measurements, a point's largest over its smallest, once each run is scaled by its
+        speed as a whole, was 1.40 and 1.38 (median over the points) against 1.62 and 1.55 one by
+        one, in two runs of ``benchmarks/bench_calibrate.py``; unscaled, the two ways moved alike
+        (1.60-1.70). Three calibrations then predicted MobileNet's speedup at 1.42-1.46, where six
+        made point by point gave 1.41-1.85."""
+        points: list[tuple[str, float, Callable]] = []  # (curve, work, call)
         for name, spec in self.specs.items():
-            points = []
             for n in self.sizes:
                 arrays, attrs = spec(self.rng, n)
                 op = name.split("@")[0]
                 kernel, canon = _call(op, arrays, **attrs)
                 out = kernel(arrays, canon)
                 if op in UNPREDICTABLE:
-                    t = self.distinct_inputs_time(kernel, spec, n, arrays, canon)
+                    call = self.distinct_inputs_call(kernel, spec, n, arrays, canon)
                 else:
-                    t = self.kernel_time(kernel, arrays, canon)
-                points.append([_work(name, arrays, out, attrs), t])
-                self.step(name)
-            curves[name] = _monotone(points)
-        copy, strided, concat = [], [], []
+                    call = (lambda k, a, c: lambda: k(a, c))(kernel, arrays, canon)
+                points.append((name, _work(name, arrays, out, attrs), call))
         for n in self.sizes:
             a = _rand(self.rng, _rows(n, 256))
-            copy.append([float(n), self.time(lambda a=a: a.copy())])
+            points.append(("copy", float(n), lambda a=a: a.copy()))
             b = _rand(self.rng, (max(1, int(math.sqrt(n))), max(1, n // max(1, int(math.sqrt(n))))))
-            strided.append([float(b.size), self.time(lambda b=b: np.ascontiguousarray(b.T))])
+            points.append(("copy_strided", float(b.size), lambda b=b: np.ascontiguousarray(b.T)))
             halves = [_rand(self.rng, _rows(n // 2 or 1, 256)) for _ in range(2)]
-            concat.append([float(n), self.time(lambda h=halves: np.concatenate(h, axis=0))])
-            self.step("copies")
-        curves["copy"], curves["copy_strided"] = _monotone(copy), _monotone(strided)
-        curves["concatenate"] = _monotone(concat)
+            points.append(("concatenate", float(n), lambda h=halves: np.concatenate(h, axis=0)))
+        done = [0]  # the part's steps (one per point) shown as its rounds end
+
+        def advance(k: int) -> None:
+            now = len(points) * k // self.repeats
+            self.phase.step(f"curves, round {k} of {self.repeats}", now - done[0])
+            done[0] = now
+
+        times = measure_alternated([call for _, _, call in points], self.repeats, self.min_seconds,
+                                   self.timer, warm=True, on_round=advance)
+        by_curve: dict[str, list] = {}
+        for (name, work, _), t in zip(points, times, strict=True):
+            by_curve.setdefault(name, []).append([work, t])
+        for name, measured in by_curve.items():
+            self.data["curves"][name] = _monotone(measured)
 
     def _gemm_grid(self) -> list:
         ms = (1, 64, 512) if self.quick else (1, 16, 128, 512, 2048, 8192)
