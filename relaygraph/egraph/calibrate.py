@@ -34,6 +34,7 @@ The full mode takes 70-80 seconds on a quiet machine; ``quick=True`` a few secon
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import sys
@@ -499,7 +500,7 @@ class _Calibration:
                 if op in UNPREDICTABLE:
                     call = self.distinct_inputs_call(kernel, spec, n, arrays, canon)
                 else:
-                    call = (lambda k, a, c: lambda: k(a, c))(kernel, arrays, canon)
+                    call = functools.partial(kernel, arrays, canon)
                 points.append((name, _work(name, arrays, out, attrs), call))
         for n in self.sizes:
             a = _rand(self.rng, _rows(n, 256))
