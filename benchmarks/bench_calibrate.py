@@ -38,22 +38,10 @@ SHOWN = ("nn.batch_norm", "nn.relu", "add", "nn.max_pool2d", "erf")
 
 
 def one_by_one(run) -> dict:
-    """Every curve with each point measured on its own, one after the other."""
-    curves = {}
-    for name, spec in run.specs.items():
-        points = []
-        for n in run.sizes:
-            arrays, attrs = spec(run.rng, n)
-            op = name.split("@")[0]
-            kernel, canon = cal._call(op, arrays, **attrs)
-            out = kernel(arrays, canon)
-            if op in cal.UNPREDICTABLE:
-                call = run.distinct_inputs_call(kernel, spec, n, arrays, canon)
-            else:
-                call = (lambda k, a, c: lambda: k(a, c))(kernel, arrays, canon)
-            points.append([cal._work(name, arrays, out, attrs), run.time(call)])
-        curves[name] = cal._monotone(points)
-    return curves
+    """Every curve with each point (the calibration's own, ``curve_points``) measured on its own,
+    one after the other."""
+    points = run.curve_points()
+    return cal.curves_of(points, [run.time(call) for _, _, call in points])
 
 
 def together(run) -> dict:

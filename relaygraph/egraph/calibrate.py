@@ -490,6 +490,21 @@ class _Calibration:
         one, in two runs of ``benchmarks/bench_calibrate.py``; unscaled, the two ways moved alike
         (1.60-1.70). Three calibrations then predicted MobileNet's speedup at 1.42-1.46, where six
         made point by point gave 1.41-1.85."""
+        points = self.curve_points()
+        done = [0]  # the part's steps (one per point) shown as its rounds end
+
+        def advance(k: int) -> None:
+            now = len(points) * k // self.repeats
+            self.phase.step(f"curves, round {k} of {self.repeats}", now - done[0])
+            done[0] = now
+
+        times = measure_alternated([call for _, _, call in points], self.repeats, self.min_seconds,
+                                   self.timer, warm=True, on_round=advance)
+        self.data["curves"].update(curves_of(points, times))
+
+    def curve_points(self) -> list[tuple[str, float, Callable]]:
+        """The curves' points, each (curve, work size, a call of its kernel on its inputs): every
+        op of ``specs`` at every size, then the copies."""
         points: list[tuple[str, float, Callable]] = []  # (curve, work, call)
         for name, spec in self.specs.items():
             for n in self.sizes:
@@ -509,20 +524,7 @@ class _Calibration:
             points.append(("copy_strided", float(b.size), lambda b=b: np.ascontiguousarray(b.T)))
             halves = [_rand(self.rng, _rows(n // 2 or 1, 256)) for _ in range(2)]
             points.append(("concatenate", float(n), lambda h=halves: np.concatenate(h, axis=0)))
-        done = [0]  # the part's steps (one per point) shown as its rounds end
-
-        def advance(k: int) -> None:
-            now = len(points) * k // self.repeats
-            self.phase.step(f"curves, round {k} of {self.repeats}", now - done[0])
-            done[0] = now
-
-        times = measure_alternated([call for _, _, call in points], self.repeats, self.min_seconds,
-                                   self.timer, warm=True, on_round=advance)
-        by_curve: dict[str, list] = {}
-        for (name, work, _), t in zip(points, times, strict=True):
-            by_curve.setdefault(name, []).append([work, t])
-        for name, measured in by_curve.items():
-            self.data["curves"][name] = _monotone(measured)
+        return points
 
     def _gemm_grid(self) -> list:
         ms = (1, 64, 512) if self.quick else (1, 16, 128, 512, 2048, 8192)
@@ -1097,6 +1099,14 @@ def _monotone(points: list) -> list:
         best = max(best, t)
         out.append([n, best])
     return out
+
+
+def curves_of(points: Sequence[tuple[str, float, object]], times: Sequence[float]) -> dict[str, list]:
+    """The curves (``_monotone``) of ``curve_points``' points timed at ``times``, by name."""
+    by_curve: dict[str, list] = {}
+    for (name, work, _), t in zip(points, times, strict=True):
+        by_curve.setdefault(name, []).append([work, t])
+    return {name: _monotone(measured) for name, measured in by_curve.items()}
 
 
 def _capped_by_larger(grid: list) -> list:
