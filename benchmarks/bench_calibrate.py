@@ -53,6 +53,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="measurements of the curves each way")
     args = parser.parse_args()
+    if args.runs < 2:  # the figure is a point's largest measurement over its smallest
+        parser.error(f"--runs must be at least 2 (got {args.runs}): the spread needs two measurements")
     pin_allocator()
     ways = {"one by one": one_by_one, "together": together}
     made: dict[str, list[dict]] = {w: [] for w in ways}

@@ -27,3 +27,13 @@ def test_every_benchmark_and_paper_script_imports():
     proc = subprocess.run([sys.executable, "-c", CHECK, *map(str, SCRIPTS)], capture_output=True, text=True,
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_bench_calibrate_refuses_fewer_than_two_runs():
+    # its figure is a point's largest measurement over its smallest: one run has no spread
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_calibrate.py"), "--runs", "1"],
+                          capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""},
+                          timeout=120)
+    assert proc.returncode == 2
+    assert "--runs must be at least 2 (got 1)" in proc.stderr
+    assert "Traceback" not in proc.stderr
