@@ -24,8 +24,9 @@
    conditions and within 1.5x on the 60-term sum. Each case also prints what typing itself
    costs in plain egglog (typed over untyped: no saturation that types every class as it goes
    gets under it against untyped egglog) and what the worker adds to saturating in this
-   process. Medians of several runs, plain and rg.saturate interleaved (the machine is shared
-   and egglog shows occasional 5 ms stalls).
+   process. Medians of 31 runs (15 on the sum), plain and rg.saturate interleaved, in an order
+   rotated each round (the machine is shared, its speed flips between two states a few times a
+   second, and egglog shows occasional 5 ms stalls).
 3. Typing's floor on the 60-term sum (``typing_floor``): the same rules in plain egglog with other
    ways to type the classes they create, types as i64 ids instead of the encoding's type sort. A
    bare write per new node (no lookup) is the least any typing that visits each new node costs;
@@ -260,23 +261,31 @@ def figures(report) -> tuple[float, float, float, int, float]:
             report.nodes, report.load_seconds)
 
 
-def compare(label: str, fn: rg.Function, rules, iterations: int, runs: int = 7) -> None:
+def compare(label: str, fn: rg.Function, rules, iterations: int, runs: int = 31) -> None:
     """Plain egglog (untyped and typed) against rg.saturate in this process and in a worker (the
-    default path), medians of ``runs`` interleaved."""
+    default path), medians of ``runs`` interleaved, the four in a new order each round.
+
+    BERT's saturations take 10-20 ms, and this machine's speed flips between two states a few
+    times a second: with 7 runs in a fixed order the worker's ratio to untyped egglog moved
+    between 1.3x and 1.5x from one invocation to the next, and the worker's to in-process
+    between 1.02x and 1.46x; with 31 the latter measured 0.96x."""
     first = ours(fn, rules, iterations, False)
     cold = ours(fn, rules, iterations, True)  # may start the worker process
     ctors = mentioned_constructors(program(rules))
     typing = typing_program(first.egraph.state.signatures, first.egraph.state.types, ctors)
     untyped, typed, mine, worker = [], [], [], []
-    for _ in range(runs):
-        untyped.append(plain_run(fn, rules, iterations))
-        typed.append(plain_run(fn, rules, iterations, typing))
-        # Only the figures are kept: a report holds its e-graph (here, or in the worker).
-        mine.append(figures(ours(fn, rules, iterations, False)))
-        worker.append(figures(ours(fn, rules, iterations, True)))
+    # Only the figures are kept: a report holds its e-graph (here, or in the worker).
+    cases = [(untyped, lambda: plain_run(fn, rules, iterations)),
+             (typed, lambda: plain_run(fn, rules, iterations, typing)),
+             (mine, lambda: figures(ours(fn, rules, iterations, False))),
+             (worker, lambda: figures(ours(fn, rules, iterations, True)))]
+    for r in range(runs):
+        for samples, measure in cases[r % 4:] + cases[:r % 4]:  # the order rotates round by round
+            samples.append(measure())
     med = statistics.median
     u, t = med(r[0] for r in untyped), med(r[0] for r in typed)
-    print(f"-- {label}: {len(rules)} rules, {iterations} iterations (medians of {runs}, interleaved)")
+    print(f"-- {label}: {len(rules)} rules, {iterations} iterations (medians of {runs}, interleaved, "
+          f"the order rotated)")
     print(f"   plain egglog, untyped   {u:7.3f} s  {untyped[0][1]:>8} e-nodes")
     print(f"   plain egglog, typed     {t:7.3f} s  {typed[0][1]:>8} e-nodes")
     for name, rows in (("rg.saturate in process", mine), ("rg.saturate, worker", worker)):
@@ -406,7 +415,7 @@ def bench_saturation() -> None:
     chain = rg.Function(xs, total)
     rg.infer_type(IRModule.from_expr(chain))
     sum_rules = [r for r in unconditional if r.name in ("add-commute", "add-assoc", "add-assoc<=")]
-    compare("a sum of 60 terms, commute and reassociate", chain, sum_rules, 4, runs=7)
+    compare("a sum of 60 terms, commute and reassociate", chain, sum_rules, 4, runs=15)
     typing_floor(chain, sum_rules, 4)
     report = ours(bert, egglog_only, 6, False)
     print(report)

@@ -236,3 +236,30 @@ def test_rules_run_again_keep_their_ruleset_and_other_rules_get_their_own():
     renamed = '(ruleset t) (rewrite (r:add a b) (r:add a b) :ruleset t :name "add-commute")'
     with pytest.raises(rg.RuleError, match="a different rule of that name"):
         saturate(eg, renamed, iter_limit=1, isolate=False, progress=False)
+
+
+def test_an_iteration_counts_the_e_graph_in_its_own_egglog_call(monkeypatch):
+    # The rules, their typing and the print-size that sizes the iteration go to egglog together:
+    # an iteration that finds no new signature makes one egglog call, and its sizes are exact.
+    from relaygraph.egraph.backend import Backend
+
+    eg = RelayEGraph(_sum_chain(6))
+    eg.materialize()
+    calls: list[list[str]] = []
+    run = Backend.run
+
+    def counted(self, *commands, **kwargs):
+        calls.append([type(c).__name__ for c in commands])
+        return run(self, *commands, **kwargs)
+
+    monkeypatch.setattr(Backend, "run", counted)
+    report = saturate(eg, ASSOC, iter_limit=4, isolate=False, scheduler="simple", progress=False)
+    quiet = [it for it in report.iterations if not it.new_signatures]
+    assert len(quiet) >= 2
+    iteration_calls = [i for i, c in enumerate(calls) if len(c) > 1 and c[-1] == "PrintSize"]
+    assert ["PrintSize"] not in calls[iteration_calls[0]:], calls  # after the initial count, none alone
+    assert len(iteration_calls) == len(report.iterations)
+    monkeypatch.setattr(Backend, "run", run)
+    eg.backend.run(eg.backend.b.RunSchedule(eg.backend.b.Run(eg.backend.span, eg.backend.b.RunConfig(
+        "rg-clean", None))))  # any other command forgets the sizes: they are printed again, equal
+    assert (report.nodes, report.classes) == eg.sizes()

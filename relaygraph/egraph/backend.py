@@ -320,13 +320,18 @@ class Backend:
         _free_orphans()
         self._sizes = None
         try:
-            return self._eg.run_program(*commands)
+            outputs = self._eg.run_program(*commands)
         except BaseException as exc:  # egglog panics are BaseException subclasses
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise
             detail = str(exc)
             raise EgglogError(f"{what} failed: {detail.splitlines()[0] if detail else type(exc).__name__}",
                               detail) from None
+        if outputs and isinstance(outputs[-1], self.b.PrintAllFunctionsSize):
+            # commands that end with a print-size leave the sizes it printed for ``sizes``: a
+            # saturation iteration asks for them in its own call (one egglog call fewer)
+            self._sizes = dict(outputs[-1].sizes)
+        return outputs
 
     def parse(self, text: str, what: str = "egglog text") -> list:
         """Parse egglog text into bindings commands (an EgglogError on a syntax error)."""

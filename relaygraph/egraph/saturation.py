@@ -12,10 +12,10 @@ time limit is only checked between iterations.
 
 Each iteration is one egglog call: the rules, then one run of the typing rules of the
 constructors the rules can build (each new node's type is unioned with its signature; see
-``relaygraph.egraph.backend``). Only signatures egglog has never seen go to Python, all of an
-iteration's at once (a rule that builds an ill-typed term, or unions terms of different types,
-is named in a RuleError). Then
-the rules' Python halves run on their new matches, and one print-size counts the e-graph.
+``relaygraph.egraph.backend``), then the print-size that counts the e-graph and shows new
+signatures. Only signatures egglog has never seen go to Python, all of an iteration's at once (a
+rule that builds an ill-typed term, or unions terms of different types, is named in a
+RuleError). Then the rules' Python halves run on their new matches.
 Explosive rules are throttled by a back-off scheduler (egg's): a rule whose matches in an
 iteration exceed its limit is not applied and sits out ``ban_length`` iterations; each ban
 doubles its limit and ban length.
@@ -252,7 +252,8 @@ class Saturator:
                 parts.append(f"(run {ruleset})")
         if typing and self.typing:
             parts.append(self.typing)
-        return f"(run-schedule {' '.join(parts)})", len(levels)
+        # the iteration's sizes (new signatures, e-nodes) come back from the same egglog call
+        return f"(run-schedule {' '.join(parts)}) (print-size)", len(levels)
 
     def _combined(self, specs: list[RuleSpec]) -> str:
         if len(specs) == 1:
