@@ -392,8 +392,7 @@ class Backend:
     def sizes(self) -> dict[str, int]:
         """Rows per table (egglog's print-size; kept until the next command)."""
         if self._sizes is None:
-            (out,) = self.run(self.b.PrintSize(self.span, None), what="print-size")
-            self._sizes = dict(out.sizes)
+            self.run(self.b.PrintSize(self.span, None), what="print-size")  # (run keeps them)
         return self._sizes
 
     # -- decoding values ------------------------------------------------------------------------
