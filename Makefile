@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The demo's BERT has BERT-base's width and sequence length (hidden 768, 12 heads, 128 tokens);
-# DEMO_LAYERS layers keep the whole run (saturation, extraction, check, timing) under about a minute.
+# The demo's BERT has BERT-base's width and sequence length (hidden 768, 12 heads, 128 tokens).
+# With a profile already made, the 12 layers take 50-85 s on a 2-core machine (saturation 14-24 s
+# as the machine's speed moves, the ILP its 30 s limit, check and timing); DEMO_LAYERS=6 about 57 s.
 DEMO_LAYERS ?= 12
 DEMO_BERT := -O num_layers=$(DEMO_LAYERS) -O hidden=768 -O heads=12 -O seq_len=128
 
