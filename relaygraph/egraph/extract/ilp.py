@@ -51,6 +51,13 @@ TENSAT's BERT this turns 18,285 core nodes into 3,766 and the relaxation from 0.
 (from the greedy start); the searches then find 0.70472 and prove it. The answer on the smaller
 e-graph is an answer of the original, and the optimum is the same (see ``fixing``).
 
+Before any of that, an e-graph that separates (``decompose``: a class through which alone
+everything below it is reached) is cut into parts, solved one by one from the bottom up, each
+lower part standing in the one above it as a leaf of its answer's cost: with costs of at least
+zero the answers together are optimal when each part's is. BERT-base's 12 layers after the cpu
+rules (10,474 nodes) fall into 25 parts, all proved in about 7 s, where the whole program stopped
+at 30 s with a 13% gap and a 0.4% dearer answer; TENSAT's ResNet-50 is proved in 1.1 s instead of 4.8.
+
 Costs may be any finite numbers. With a negative cost somewhere, an unneeded class could pay
 for itself, so each chosen non-root class must also have a chosen parent node::
 
@@ -83,7 +90,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...validate import positive
-from .check import ExtractionResult, check, make_result, needed_classes
+from .check import ExtractionResult, InvalidChoice, check, make_result, needed_classes
+from .decompose import MIN_PART, Split, split
 from .fixing import lagrangian_bound, required_classes, requirement_rows, without_nodes
 from .greedy import greedy_choice, greedy_dag, realize_acyclic
 from .gym import ExtractionError, ExtractionGraph
@@ -351,7 +359,8 @@ def _solve_milp(model: _Model, start: np.ndarray, time_limit: float, rel_gap: fl
 def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: ExtractionResult | None = None,
         backend: str = "auto", acyclicity: str = "auto", rel_gap: float = 1e-6,
         max_nonzeros: int = _MAX_NONZEROS, local: bool = True, search: bool = True, fixing: bool = True,
-        trace: list | None = None, trace_start: float | None = None) -> ExtractionResult:
+        trace: list | None = None, trace_start: float | None = None, parts: bool = True,
+        min_part: int = MIN_PART) -> ExtractionResult:
     """Extract a DAG-optimal choice by integer programming within ``time_limit`` seconds.
 
     ``warm_start`` defaults to ``greedy_dag(graph)`` (its time counts towards this result's).
@@ -369,6 +378,10 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     that drops something (up to 40% of the time left).
     ``notes["trace"]`` holds ``(seconds, best cost, lower bound)`` points; pass ``trace`` (a
     list, with ``trace_start`` its time origin) to extend one begun by a caller.
+    With ``parts`` (and costs of at least zero), an e-graph that separates into parts of at least
+    ``min_part`` usable nodes is solved part by part from the bottom up (see
+    ``decompose``), each part with all of the above and a share of the time left by its size;
+    ``notes["parts"]`` counts them and ``notes["parts_optimal"]`` the ones proved.
     """
     positive("time_limit", time_limit)
     if backend == "auto":
@@ -379,6 +392,12 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
         raise ValueError(f"unknown acyclicity method {acyclicity!r}; use 'order', 'lazy' or 'auto'")
     start_time = time.perf_counter()
     progress = _Trace(start_time if trace_start is None else trace_start, trace)
+    if parts and min(graph.costs, default=0.0) >= 0:
+        pieces = split(graph, min_part)
+        if pieces is not None:
+            options = dict(backend=backend, acyclicity=acyclicity, rel_gap=rel_gap, max_nonzeros=max_nonzeros,
+                           local=local, search=search, fixing=fixing)
+            return _by_parts(graph, pieces, start_time, time_limit, warm_start, progress, options)
     if warm_start is None:
         warm_start = greedy_dag(graph)
     progress.add(warm_start.dag_cost)
@@ -450,6 +469,87 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
                          status="ok" if proven else "time-limit", notes=notes)
     result.gap = 0.0 if proven else _gap(result.dag_cost, lower)
     return result
+
+
+def _by_parts(graph: ExtractionGraph, pieces: Split, start_time: float, time_limit: float,
+              warm_start: ExtractionResult | None, progress: _Trace, options: dict) -> ExtractionResult:
+    """``ilp`` part by part (see ``decompose``): lower parts first, each given the time left times
+    its share of the nodes left, the parts below it standing in it as leaves of their answers'
+    costs. The answers together are checked against the whole e-graph's greedy answer."""
+    costs: dict[int, float] = {}
+    lost: dict[int, float] = {}  # part root -> what its answer may still lose, with the parts below it
+    choice: dict[int, int] = dict(pieces.free)
+    left = sum(len(p.classes) for p in pieces.parts)
+    proven, solved, lower, notes = 0, 0, -math.inf, {}
+    statuses: list[str] = []
+    solvers: dict[str, int] = {}
+    for part in pieces.parts:
+        sub = pieces.build(graph, part, costs)
+        now = time.perf_counter()
+        share = max((time_limit - (now - start_time)) * len(part.classes) / max(left, 1), 1e-3)
+        left -= len(part.classes)
+        start = None
+        if warm_start is not None:  # the caller's start, where it chooses the whole part
+            try:
+                picks = (_sub_node(graph, sub, part, pieces.free, warm_start.choice, i)
+                         for i in range(sub.num_classes))
+                start = make_result("start", sub, {i: n for i, n in enumerate(picks) if n is not None}, 0.0)
+            except (InvalidChoice, ExtractionError):
+                start = None
+        with warnings.catch_warnings(record=True) as caught:  # one warning for all parts, below
+            warnings.simplefilter("always")
+            result = ilp(sub, time_limit=share, warm_start=start, parts=False, **options)
+        for w in caught:
+            if not (issubclass(w.category, RuntimeWarning) and result.status == "memory-limit"):
+                warnings.warn(w.message, w.category, stacklevel=3)
+        statuses.append(result.status)
+        solvers[result.notes.get("solver", "?")] = solvers.get(result.notes.get("solver", "?"), 0) + 1
+        solved += 1
+        proven += bool(result.optimal)
+        for n in (result.choice or {}).values():
+            original = part.node_of[n]
+            if original >= 0:
+                choice[graph.classes[original]] = original
+        bound = result.notes.get("lower_bound", -math.inf)
+        if result.optimal:
+            bound = result.dag_cost
+        slack = sum(lost[k] for k in part.below)
+        if part.root is None:
+            lower = bound - slack
+            notes = {k: v for k, v in result.notes.items() if k not in ("trace", "lower_bound")}
+        else:
+            costs[part.root] = result.dag_cost
+            lost[part.root] = result.dag_cost - bound + slack
+    whole = warm_start if warm_start is not None else greedy_dag(graph)
+    cost = check(graph, {k: choice[k] for k in needed_classes(graph, choice)})
+    if cost > whole.dag_cost:  # (cannot happen when every part is proved; guards rounding)
+        choice, cost = whole.choice, whole.dag_cost
+    optimal = proven == solved and cost <= lower + 1e-9 * max(abs(lower), 1.0)
+    progress.add(cost, lower)
+    solver = ", ".join(f"{count} {text}" for text, count in solvers.items())
+    notes.update(parts=solved, parts_optimal=proven, lower_bound=cost if optimal else lower,
+                 trace=progress.points, solver=f"by parts ({solved}): {solver}")
+    status = "ok" if optimal else "time-limit"
+    if "memory-limit" in statuses:
+        status = "memory-limit"
+        warnings.warn(f"{graph.name}: the integer program is too large to solve in "
+                      f"{statuses.count('memory-limit')} of its {solved} parts ({solver}); returning the "
+                      f"best heuristic answer there", RuntimeWarning, stacklevel=3)
+    result = make_result("ilp", graph, choice, time.perf_counter() - start_time, optimal=optimal,
+                         status=status, notes=notes)
+    result.gap = 0.0 if optimal else _gap(result.dag_cost, lower)
+    return result
+
+
+def _sub_node(graph: ExtractionGraph, sub: ExtractionGraph, part, free: dict[int, int],
+              choice: dict[int, int], i: int) -> int | None:
+    """The node of ``sub``'s class ``i`` that ``choice`` (of the whole e-graph) picks, if any: a
+    lower part's leaf and a free class's fixed node whatever it picks."""
+    k = graph.class_index(sub.class_ids[i])
+    nodes = sub.class_nodes[i]
+    if k in free or part.node_of[nodes[0]] < 0:
+        return nodes[0]
+    return next((j for j in nodes if part.node_of[j] == choice.get(k)), None)
 
 
 def _fix_by_reduced_costs(graph: ExtractionGraph, reduction: Reduction, incumbent: float, signed: bool,
