@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The demo's BERT has BERT-base's width and sequence length (hidden 768, 12 heads, 128 tokens).
-# With a profile already made, the 12 layers take 50-85 s on a 2-core machine (saturation 14-24 s
-# as the machine's speed moves, the ILP its 30 s limit, check and timing); DEMO_LAYERS=6 about 57 s.
+# With a profile already made, the 12 layers took 53-56 s on a 2-core machine (saturation 14-24 s
+# as the machine's speed moves, the ILP about 7 s solving the layers part by part, check, timing).
 DEMO_LAYERS ?= 12
 DEMO_BERT := -O num_layers=$(DEMO_LAYERS) -O hidden=768 -O heads=12 -O seq_len=128
 
