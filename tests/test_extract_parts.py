@@ -160,3 +160,28 @@ def test_a_chain_of_100000_classes_splits_without_recursion():
     assert pieces is not None and len(pieces.parts) > 100
     assert time.perf_counter() - start < 60
     assert sum(len(p.classes) for p in pieces.parts) == n
+
+
+def test_nodes_without_an_acyclic_term_do_not_break_the_parts():
+    # the root class also holds a node reading a class whose only node is a self-loop (never
+    # usable), and a second root has no acyclic term at all: the first is dropped, the second is
+    # reported as solving the e-graph whole reports it
+    g = _blocks(1, n_blocks=5, size=6)
+    n, k, root = g.num_nodes, g.num_classes, g.roots[0]
+
+    def with_dead(roots):
+        return ExtractionGraph(g.node_ids + ["dead", "reads-dead"], g.ops + ["dead", "reads-dead"],
+                               g.classes + [k, root], list(g.children) + [[n], [n]], g.costs + [1.0, 0.1],
+                               g.class_ids + ["dead"], roots)
+
+    h = with_dead([root])
+    assert split(h, min_part=4) is not None
+    r = rg.extract.ilp(h, time_limit=20, min_part=4)
+    assert r.optimal and r.dag_cost == pytest.approx(_no_parts(h).dag_cost)
+    bad = with_dead([root, k])
+    assert split(bad, min_part=4) is None
+    with pytest.raises(rg.extract.ExtractionError) as whole:
+        rg.extract.ilp(bad, time_limit=20, parts=False)
+    with pytest.raises(rg.extract.ExtractionError) as by_parts:
+        rg.extract.ilp(bad, time_limit=20, min_part=4)
+    assert str(by_parts.value) == str(whole.value)

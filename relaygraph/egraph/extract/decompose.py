@@ -9,8 +9,8 @@ through classes above ``X`` is reachable from the roots around ``X``: such an ``
 separate.) So the parts are solved from the bottom up, each with its own root, and a part
 separated below another stands in the upper one as a single leaf node of the cost its own
 answer found. With costs of at least zero, the answers put together are optimal when every
-part's answer is, and otherwise the lower bound is each part's own, less what the answers of
-the parts it stands on may still lose (``Part.lower``).
+part's answer is, and otherwise the lower bound is the top part's own, less what the answers of
+the parts below it may still lose (``ilp._by_parts``).
 
 Classes with a child-free node of cost 0 take that node in any least-cost answer and add
 nothing: they are set aside before the classes are cut (the constants many layers share would
@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from .gym import ExtractionError, ExtractionGraph
+from .prune import _derivable
 
 __all__ = ["Part", "Split", "split"]
 
-MIN_PART = 200  # usable nodes a part must hold to be cut off (smaller ones stay in the part above)
+MIN_PART = 200  # viable nodes a part must hold to be cut off (smaller ones stay in the part above)
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Part:
     classes: list[int]  # classes solved here (free classes and lower parts' roots excluded)
     below: list[int]  # roots of the parts that stand in this one as leaves
     node_of: list[int] = field(default_factory=list)  # its e-graph's node -> the whole's (-1: a part)
+    class_of: list[int] = field(default_factory=list)  # its e-graph's class -> the whole's
 
 
 @dataclass
@@ -52,9 +54,10 @@ class Split:
 
     parts: list[Part]
     free: dict[int, int]  # class -> its node of cost 0 without children
+    viable: list[bool]  # per node: usable, and every child class has an acyclic term
 
     def build(self, graph: ExtractionGraph, part: Part, costs: dict[int, float]) -> ExtractionGraph:
-        """``part``'s own e-graph: its classes with their usable nodes, each lower part's root as one
+        """``part``'s own e-graph: its classes with their viable nodes, each lower part's root as one
         child-free node of ``costs[root]``, and the free classes it uses as their fixed node."""
         order: list[int] = list(part.classes)
         index = {k: i for i, k in enumerate(order)}
@@ -76,52 +79,40 @@ class Split:
                 order.append(k)
             return index[k]
 
+        def add(sub: int, n: int, cost: float, name: str = "", op: str = "") -> None:
+            # one node of sub-class ``sub``: the e-graph's node ``n``, or (n = -1) a lower part's leaf
+            node_ids.append(graph.node_ids[n] if n >= 0 else name)
+            ops.append(graph.ops[n] if n >= 0 else op)
+            classes.append(sub)
+            kids.append([])
+            node_costs.append(cost)
+            node_of.append(n)
+
+        def leaf(k: int) -> int:
+            # the one node of a free class or a lower part's root, added on first use
+            sub = extra(k)
+            if sub not in first:
+                first[sub] = len(node_ids)
+                if k in self.free:
+                    add(sub, self.free[k], 0.0)
+                else:
+                    add(sub, -1, costs[k], f"part:{graph.class_ids[k]}", f"part {graph.class_ids[k]}")
+            return first[sub]
+
         for k in part.classes:
             for n in graph.class_nodes[k]:
-                if not graph.usable(n):
-                    continue
-                pending.append((len(node_ids), graph.child_classes[n]))
-                node_ids.append(graph.node_ids[n])
-                ops.append(graph.ops[n])
-                classes.append(index[k])
-                kids.append([])
-                node_costs.append(graph.costs[n])
-                node_of.append(n)
+                if self.viable[n]:
+                    pending.append((len(node_ids), graph.child_classes[n]))
+                    add(index[k], n, graph.costs[n])
         first: dict[int, int] = {}
         for i, k in enumerate(classes):
             first.setdefault(k, i)
         for i, child_classes in pending:
-            for c in child_classes:
-                sub = extra(c)
-                if sub not in first:  # a lower part's root or a free class: one leaf node
-                    first[sub] = len(node_ids)
-                    if c in self.free:
-                        n = self.free[c]
-                        node_ids.append(graph.node_ids[n])
-                        ops.append(graph.ops[n])
-                        node_costs.append(0.0)
-                        node_of.append(n)
-                    else:
-                        node_ids.append(f"part:{graph.class_ids[c]}")
-                        ops.append(f"part {graph.class_ids[c]}")
-                        node_costs.append(costs[c])
-                        node_of.append(-1)
-                    classes.append(sub)
-                    kids.append([])
-                kids[i].append(first[sub])
+            kids[i].extend(leaf(c) for c in child_classes)
         roots = graph.roots if part.root is None else [part.root]
         for r in roots:
-            extra(r)
-            if index[r] not in first:  # a free root: its fixed node
-                first[index[r]] = len(node_ids)
-                n = self.free[r]
-                node_ids.append(graph.node_ids[n])
-                ops.append(graph.ops[n])
-                node_costs.append(0.0)
-                node_of.append(n)
-                classes.append(index[r])
-                kids.append([])
-        part.node_of = node_of
+            leaf(r)  # a root with nodes here is found in ``first``; a free root gets its fixed node
+        part.node_of, part.class_of = node_of, order
         return ExtractionGraph(node_ids, ops, classes, kids, node_costs, [graph.class_ids[k] for k in order],
                                [index[r] for r in roots], name=f"{graph.name} part {_name(graph, part.root)}")
 
@@ -131,14 +122,18 @@ def _name(graph: ExtractionGraph, root: int | None) -> str:
 
 
 def split(graph: ExtractionGraph, min_part: int = MIN_PART) -> Split | None:
-    """The e-graph's parts, lower ones first, each of at least ``min_part`` usable nodes (the top
-    part may be smaller), or None when it does not separate into two or more. Costs must be at
-    least zero (the caller checks)."""
+    """The e-graph's parts, lower ones first, each of at least ``min_part`` viable nodes (usable,
+    every child class with an acyclic term; the top part may be smaller), or None when it does not
+    separate into two or more or a root has no acyclic term (solved whole, that is reported).
+    Costs must be at least zero (the caller checks)."""
     n_classes = graph.num_classes
+    viable = _derivable(graph)
+    if not all(any(viable[n] for n in graph.class_nodes[r]) for r in graph.roots):
+        return None
     free: dict[int, int] = {}
     for n in range(graph.num_nodes):
         k = graph.classes[n]
-        if k not in free and graph.costs[n] == 0 and not graph.child_classes[n] and graph.usable(n):
+        if k not in free and graph.costs[n] == 0 and not graph.child_classes[n] and viable[n]:
             free[k] = n
     top = n_classes  # a root above the e-graph's roots
     dg = nx.DiGraph()
@@ -147,7 +142,7 @@ def split(graph: ExtractionGraph, min_part: int = MIN_PART) -> Split | None:
     weight = [0] * (n_classes + 1)
     for n in range(graph.num_nodes):
         c = graph.classes[n]
-        if c in free or not graph.usable(n):
+        if c in free or not viable[n]:
             continue
         weight[c] += 1
         dg.add_edges_from((c, k) for k in set(graph.child_classes[n]) if k not in free)
@@ -207,4 +202,4 @@ def split(graph: ExtractionGraph, min_part: int = MIN_PART) -> Split | None:
         members[owner[v]].append(v)
     parts = [Part(None if p == top else p, sorted(members[p]), sorted(below[p]))
              for p in post if p in cut or p == top]
-    return Split(parts, free)
+    return Split(parts, free, viable)

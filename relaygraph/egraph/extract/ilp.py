@@ -85,6 +85,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -379,7 +380,7 @@ def ilp(graph: ExtractionGraph, *, time_limit: float = 60.0, warm_start: Extract
     ``notes["trace"]`` holds ``(seconds, best cost, lower bound)`` points; pass ``trace`` (a
     list, with ``trace_start`` its time origin) to extend one begun by a caller.
     With ``parts`` (and costs of at least zero), an e-graph that separates into parts of at least
-    ``min_part`` usable nodes is solved part by part from the bottom up (see
+    ``min_part`` viable nodes is solved part by part from the bottom up (see
     ``decompose``), each part with all of the above and a share of the time left by its size;
     ``notes["parts"]`` counts them and ``notes["parts_optimal"]`` the ones proved.
     """
@@ -482,7 +483,7 @@ def _by_parts(graph: ExtractionGraph, pieces: Split, start_time: float, time_lim
     left = sum(len(p.classes) for p in pieces.parts)
     proven, solved, lower, notes = 0, 0, -math.inf, {}
     statuses: list[str] = []
-    solvers: dict[str, int] = {}
+    solvers: Counter[str] = Counter()
     for part in pieces.parts:
         sub = pieces.build(graph, part, costs)
         now = time.perf_counter()
@@ -491,7 +492,7 @@ def _by_parts(graph: ExtractionGraph, pieces: Split, start_time: float, time_lim
         start = None
         if warm_start is not None:  # the caller's start, where it chooses the whole part
             try:
-                picks = (_sub_node(graph, sub, part, pieces.free, warm_start.choice, i)
+                picks = (_sub_node(sub, part, pieces.free, warm_start.choice, i)
                          for i in range(sub.num_classes))
                 start = make_result("start", sub, {i: n for i, n in enumerate(picks) if n is not None}, 0.0)
             except (InvalidChoice, ExtractionError):
@@ -503,7 +504,7 @@ def _by_parts(graph: ExtractionGraph, pieces: Split, start_time: float, time_lim
             if not (issubclass(w.category, RuntimeWarning) and result.status == "memory-limit"):
                 warnings.warn(w.message, w.category, stacklevel=3)
         statuses.append(result.status)
-        solvers[result.notes.get("solver", "?")] = solvers.get(result.notes.get("solver", "?"), 0) + 1
+        solvers[result.notes.get("solver", "?")] += 1
         solved += 1
         proven += bool(result.optimal)
         for n in (result.choice or {}).values():
@@ -541,11 +542,10 @@ def _by_parts(graph: ExtractionGraph, pieces: Split, start_time: float, time_lim
     return result
 
 
-def _sub_node(graph: ExtractionGraph, sub: ExtractionGraph, part, free: dict[int, int],
-              choice: dict[int, int], i: int) -> int | None:
+def _sub_node(sub: ExtractionGraph, part, free: dict[int, int], choice: dict[int, int], i: int) -> int | None:
     """The node of ``sub``'s class ``i`` that ``choice`` (of the whole e-graph) picks, if any: a
     lower part's leaf and a free class's fixed node whatever it picks."""
-    k = graph.class_index(sub.class_ids[i])
+    k = part.class_of[i]
     nodes = sub.class_nodes[i]
     if k in free or part.node_of[nodes[0]] < 0:
         return nodes[0]
