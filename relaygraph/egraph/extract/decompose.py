@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from .gym import ExtractionError, ExtractionGraph
-from .prune import _derivable
+from .prune import derivable
 
 __all__ = ["Part", "Split", "split"]
 
@@ -127,7 +127,7 @@ def split(graph: ExtractionGraph, min_part: int = MIN_PART) -> Split | None:
     separate into two or more or a root has no acyclic term (solved whole, that is reported).
     Costs must be at least zero (the caller checks)."""
     n_classes = graph.num_classes
-    viable = _derivable(graph)
+    viable = derivable(graph)
     if not all(any(viable[n] for n in graph.class_nodes[r]) for r in graph.roots):
         return None
     free: dict[int, int] = {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .gym import ExtractionGraph
 
-__all__ = ["Pruned", "prune", "path_bounds", "components"]
+__all__ = ["Pruned", "prune", "path_bounds", "components", "derivable"]
 
 _DOMINANCE_PAIRS = 4_000_000  # above this many comparisons in a class, skip its dominance check
 
@@ -40,7 +40,7 @@ class Pruned:
     roots: list[int] | None = None  # classes that must be chosen (None: the e-graph's roots)
 
 
-def _derivable(graph: ExtractionGraph) -> list[bool]:
+def derivable(graph: ExtractionGraph) -> list[bool]:
     """Nodes whose child classes all have acyclic terms (a least fixed point from the leaves)."""
     ok_node = [False] * graph.num_nodes
     ok_class = [False] * graph.num_classes
@@ -142,7 +142,7 @@ def components(classes: list[int], kids_of_class: dict[int, set[int]]) -> dict[i
 
 def prune(graph: ExtractionGraph) -> Pruned:
     """Shrink ``graph`` for exact extraction (see the module docstring)."""
-    keep = _derivable(graph)
+    keep = derivable(graph)
     replaced: dict[int, int] = {}
     dominance = min(graph.costs, default=0.0) >= 0
     for k in _reachable(graph, keep) if dominance else ():
