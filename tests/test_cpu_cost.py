@@ -815,6 +815,38 @@ def test_measure_alternated_takes_each_sample_in_turn():
     assert order[4:] == ["fast", "fast", "slow", "slow"] * 2 and rounds == [1, 2]
 
 
+def test_a_full_calibration_measures_each_ratio_twice_and_a_third_time_where_they_disagree():
+    """A ratio between kernels is measured again at ``confirm`` (seconds later): two passes that
+    agree give their geometric mean; an outlier in one pass is outvoted by a third."""
+    from relaygraph.egraph.calibrate import AGREE, _Calibration
+
+    cal = _Calibration(quick=False, progress=False)
+    passes = {"steady": iter([[1.0, 2.0], [1.04, 2.0]]), "spell": iter([[1.39], [0.96], [0.98]]),
+              "spell late": iter([[1.0], [1.5], [1.02]])}
+    calls = {name: 0 for name in passes}
+
+    def job(name):
+        calls[name] += 1
+        return next(passes[name])
+    a, b, c, d = [], [], [], []
+    cal.ratios(lambda: job("steady"), [a, b], (1, 2))
+    cal.ratios(lambda: job("spell"), [c], (3,))
+    cal.ratios(lambda: job("spell late"), [d], (4,))
+    assert calls == {"steady": 1, "spell": 1, "spell late": 1} and not (a or b or c or d)
+    cal.confirm("test")
+    assert calls == {"steady": 2, "spell": 3, "spell late": 3}
+    assert a == [[1, 2, pytest.approx(math.sqrt(1.04))]] and b == [[1, 2, pytest.approx(2.0)]]
+    assert c == [[3, 0.98]] and d == [[4, 1.02]]
+    assert cal.data["ratios_confirmed"] == 3 and cal.data["ratios_third_pass"] == 2
+    assert 1.04 < AGREE < 1.39 / 0.96
+    cal.confirm("nothing left")  # each ratio is confirmed once
+    assert calls == {"steady": 2, "spell": 3, "spell late": 3}
+    quick = _Calibration(quick=True, progress=False)
+    e = []
+    quick.ratios(lambda: [1.39], [e], (5,))  # a quick calibration keeps its one pass
+    assert e == [[5, 1.39]]
+
+
 def test_fused_dense_ratios_are_timed_alternated_with_the_dense_kernel():
     """Every fused dense/matmul op's ratio comes from one alternated cold measurement with the
     dense kernel on the same (M, N, K): the dense kernel and its (N, K) weight first, then the
@@ -827,7 +859,7 @@ def test_fused_dense_ratios_are_timed_alternated_with_the_dense_kernel():
     cal = _Calibration(quick=True, progress=False)
     seen = []
 
-    def cold_times(calls, weight=1):
+    def cold_times(calls, weight=1, repeats=None):
         seen.append([(kernel, args[weight].shape) for kernel, args, _ in calls])
         return [2.0, 1.0]
 
@@ -1035,12 +1067,12 @@ def test_convolutions_are_calibrated_with_the_weight_read_cold(model):
         cold.append([args[weight].shape])
         return 1e-3
 
-    def cold_times(calls, weight=1):
+    def cold_times(calls, weight=1, repeats=None):
         cold.append([args[weight].shape for _, args, _ in calls])
         return [1e-3 * (i + 1) for i in range(len(calls))]
 
     cal.kernel_time, cal.cold_time, cal.cold_times = kernel_time, cold_time, cold_times
-    cal.step = lambda info: None
+    cal.step = lambda info, n=1: None
     cal.conv()
     # warm: only weights of one input channel per filter (the fixed costs, depthwise kernels:
     # kilobytes of weight) and layout copies; every weight with I > 1 was read cold

@@ -51,7 +51,7 @@ def register(sub) -> None:
     """Add ``calibrate``."""
     p = sub.add_parser("calibrate", help="measure this machine's numpy executor for the cpu cost model")
     p.add_argument("--quick", action="store_true",
-                   help="a coarse calibration in a few seconds (the full one takes 70-80 seconds)")
+                   help="a coarse calibration in a few seconds (the full one takes 90-110 seconds)")
     p.add_argument("--profile", metavar="FILE",
                    help="where the profile goes (default: $RELAYGRAPH_PROFILE_DIR or the cache "
                         "directory, cpu-profile-blasB-numexprN.json for B BLAS and N numexpr threads)")

@@ -20,7 +20,10 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
   the anchor's on the same inputs, per shape (so a new or faster fused kernel is covered by
   calibrating again; a matmul-anchored one over the dense kernel's, which prices nn.matmul, so
   what its (K, N) weight saves shows); the other fused ops and numexpr groups over their parts'
-  prediction (the scale-shift ops on one value per channel, as batch norms give them);
+  prediction (the scale-shift ops on one value per channel, as batch norms give them); the
+  ratios over an anchor, and Winograd's over the direct kernel, in two passes apart in time (a
+  third where they disagree by more than 8%), so that a spell of other work in one pass does not
+  decide a choice an exact extraction makes many times over;
 - in-program factors per op kind and per op: synthetic programs (two residual stages with direct
   and Winograd convolutions, a fire module and a transformer-like block) run through the executor
   with each instruction timed in place, against the same kernel looped on the same inputs, above
@@ -29,7 +32,7 @@ when BLAS and numexpr run on one thread, else the wall clock; see ``cpu_cost.clo
   calibration during which they slowed is made again) and later beside a measurement, to compare
   the machine's speed at another time (under another load) with the profile's.
 
-The full mode takes 70-80 seconds on a quiet machine; ``quick=True`` a few seconds.
+The full mode takes 90-110 seconds on a quiet machine; ``quick=True`` a few seconds.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, f
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
 _MEMORY_SHARE = 0.2
+# Two passes' measurements of a ratio between kernels further apart than this get a third (see
+# _Calibration.confirm); the same kernels' ratio at 128x768x768 ranged 0.97-1.18 over six
+# alternated measurements on a quiet machine
+AGREE = 1.08
 
 
 def measure(fn: Callable[[], object], repeats: int = 5, min_seconds: float = 2e-3,
@@ -345,6 +352,9 @@ class _Calibration:
                            "conv_transpose": [], "conv_transpose_last": [], "fused": {}, "clock": self.clock,
                            "cache_bytes": cache_bytes()}
         self._rounds: list[dict] = []  # in-program rounds measured between the parts (see in_program)
+        self._unconfirmed: list = []  # ratios measured once, awaiting their second pass (see confirm)
+        # samples per alternated ratio in each pass: a full calibration measures each twice
+        self.ratio_repeats = self.repeats if quick else 3
         self._programs: list | None = None
         specs = _curve_specs()
         self.specs = specs
@@ -384,8 +394,46 @@ class _Calibration:
         fns = [_rotating(kernel, args, attrs, weight) for kernel, args, attrs in calls]
         return measure_alternated(fns, repeats or self.repeats, self.min_seconds, self.timer)
 
-    def step(self, info: str) -> None:
-        self.phase.step(info)
+    def step(self, info: str, n: int = 1) -> None:
+        self.phase.step(info, n)
+
+    # -- ratios measured twice, apart in time ---------------------------------------------------
+    def ratios(self, job: Callable[[], list[float]], tables: list[list], features: Sequence) -> None:
+        """Measure ``job`` (ratios of kernels timed alternated) now, and again when ``confirm``
+        runs; the ratios the passes agree on go to ``tables`` (the i-th to the i-th table) as rows
+        ``[*features, ratio]``. A quick calibration keeps the first pass's."""
+        first = job()
+        if self.quick:
+            self._keep(first, tables, features)
+        else:
+            self._unconfirmed.append((job, first, tables, features))
+
+    @staticmethod
+    def _keep(ratios: list[float], tables: list[list], features: Sequence) -> None:
+        for table, value in zip(tables, ratios, strict=True):
+            table.append([*features, value])
+
+    def confirm(self, what: str) -> None:
+        """The second pass over the ratios measured since the last ``confirm``: where the two passes
+        agree within ``AGREE``, their geometric mean; where not, a third pass decides (the median
+        of three). Alternated samples cancel a slow change of the machine's speed but not a short
+        spell of other work on its cores: one pass once priced a fused matmul-and-bias product 1.39x
+        the dense kernel at 128x768x768 (its neighbours 0.93-1.05; measured again, 0.96), and an
+        exact extraction then chose it 31 times over, for a program 4% slower than the original.
+        Passes seconds apart rarely meet the same spell."""
+        pending, self._unconfirmed = self._unconfirmed, []
+        second = []
+        for i, (job, *_) in enumerate(pending, 1):
+            second.append(job())
+            self.step(f"{what}, second pass {i}/{len(pending)}", 0)
+        for (job, first, tables, features), again in zip(pending, second, strict=True):
+            if all(max(a, b) <= AGREE * min(a, b) for a, b in zip(first, again, strict=True)):
+                agreed = [math.sqrt(a * b) for a, b in zip(first, again, strict=True)]
+            else:
+                agreed = [statistics.median(v) for v in zip(first, again, job(), strict=True)]
+                self.data["ratios_third_pass"] = self.data.get("ratios_third_pass", 0) + 1
+            self.data["ratios_confirmed"] = self.data.get("ratios_confirmed", 0) + 1
+            self._keep(agreed, tables, features)
 
     def run(self) -> dict:
         started = time.perf_counter()
@@ -720,6 +768,7 @@ class _Calibration:
         from ..ops.fused_ops import FUSED_OPS
 
         residual_ops = [n for n in ("fused.conv2d_add",) if n in FUSED_OPS]  # a residual the output's shape
+        fused_rows: dict[str, list] = {}  # per fused op, once both passes agree (see confirm)
         for c, size, o, (kh, kw), stride, (ph, pw) in self._conv_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (o, c, kh, kw))
             conv_attrs = {"strides": (stride, stride), "padding": (ph, pw)}
@@ -741,11 +790,13 @@ class _Calibration:
                 # each weight cold: Winograd's transformed weight is 16/9 (F(4x4, 3x3): 4) times the
                 # direct one's, which a looped run keeps in the cache (there 512 channels on 7x7
                 # measured 0.84x the direct kernel; cold, as in a program, 1.03-1.06x)
-                wino_t, wino4_t, direct_t = self.cold_times([(wk, [x, u], wattrs), (wk4, [x, u4], wattrs4),
-                                                             (kernel, [x, w], attrs)])
-                shape = winograd_features(c, o, float(out.size))
-                winograd.append([*shape, wino_t / direct_t / tile_waste(*out.shape[2:])])
-                winograd4.append([*shape, wino4_t / direct_t / tile_waste(*out.shape[2:], 4)])
+                calls = [(wk, [x, u], wattrs), (wk4, [x, u4], wattrs4), (kernel, [x, w], attrs)]
+                wastes = (tile_waste(*out.shape[2:]), tile_waste(*out.shape[2:], 4))
+
+                def wino_job(calls=calls, wastes=wastes):
+                    wino_t, wino4_t, direct_t = self.cold_times(calls, repeats=self.ratio_repeats)
+                    return [wino_t / direct_t / wastes[0], wino4_t / direct_t / wastes[1]]
+                self.ratios(wino_job, [winograd, winograd4], winograd_features(c, o, float(out.size)))
             if 2.0 * out.size * c * kh * kw > 4e8:
                 continue  # the epilogue's share of the largest is read off the nearest smaller ones
             for name in fused_ops + residual_ops:
@@ -753,9 +804,16 @@ class _Calibration:
                          else self._epilogue_inputs(name, o))
                 arrays = [x, w, *extra]
                 fk, fattrs = _call(name, arrays, **conv_attrs)  # against the direct kernel, both cold
-                direct_t, fused_t = self.cold_times([(kernel, [x, w], attrs), (fk, arrays, fattrs)])
-                self.data["fused"].setdefault(name, []).append([*features, fused_t / direct_t])
+                pair = [(kernel, [x, w], attrs), (fk, arrays, fattrs)]
+
+                def fused_job(pair=pair):
+                    direct_t, fused_t = self.cold_times(pair, repeats=self.ratio_repeats)
+                    return [fused_t / direct_t]
+                self.ratios(fused_job, [fused_rows.setdefault(name, [])], features)
             self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
+        self.confirm("Winograd and fused conv2d")
+        for name, measured in fused_rows.items():
+            self.data["fused"].setdefault(name, []).extend(measured)
         self.data["conv"] = rows
         self.data["winograd"] = winograd
         self.data["winograd4"] = winograd4
@@ -859,20 +917,32 @@ class _Calibration:
         anchors = self._fused_anchors()
         dense_ops = [n for n, anchor in anchors.items() if anchor == "nn.dense"]
         matmul_ops = [n for n, anchor in anchors.items() if anchor == "nn.matmul"]
-        for m, n, k in self._dense_fused_shapes():
-            x, w = _rand(r, (m, k)), _rand(r, (n, k))
-            w_kn = np.ascontiguousarray(w.T)  # nn.matmul's weight, stored (K, N)
+        rows = {name: [] for name in dense_ops + matmul_ops}
+        inputs: dict = {}  # per shape: (x, w, w as (K, N), bias), made once for every pass
+
+        def ratio(name, m, n, k):
             # the model prices nn.matmul by the dense GEMM grid: its fused ops are measured
             # against the dense kernel, so the ratio carries what the (K, N) layout saves; each
             # fused op is timed alternated with the dense kernel, so load moves both alike
-            dense = (*_call("nn.dense", [x, w]),)
-            for ops, weight in ((dense_ops, w), (matmul_ops, w_kn)):
-                for name in ops:
-                    arrays = [x, weight, _rand(r, (n,))] if "bias" in name else [x, weight]
-                    fk, fattrs = _call(name, arrays)
-                    t, fused_t = self.cold_times([(dense[0], [x, w], dense[1]), (fk, arrays, fattrs)])
-                    self.data["fused"].setdefault(name, []).append([m, n, k, fused_t / t])
+            if (m, n, k) not in inputs:
+                w = _rand(r, (n, k))
+                inputs[m, n, k] = (_rand(r, (m, k)), w, np.ascontiguousarray(w.T), _rand(r, (n,)))
+            x, w, w_kn, bias = inputs[m, n, k]
+            weight = w_kn if name in matmul_ops else w
+            arrays = [x, weight, bias] if "bias" in name else [x, weight]
+            fk, fattrs = _call(name, arrays)
+            dk, dattrs = _call("nn.dense", [x, w])
+            t, fused_t = self.cold_times([(dk, [x, w], dattrs), (fk, arrays, fattrs)],
+                                         repeats=self.ratio_repeats)
+            return [fused_t / t]
+
+        for m, n, k in self._dense_fused_shapes():
+            for name in dense_ops + matmul_ops:
+                self.ratios(functools.partial(ratio, name, m, n, k), [rows[name]], (m, n, k))
             self.step(f"fused dense {m}x{n}x{k}")
+        self.confirm("fused dense")
+        for name, measured in rows.items():
+            self.data["fused"].setdefault(name, []).extend(measured)
         # measured per shape against their anchor (above, and in conv())
         anchored = {n for n, a in anchors.items() if a in DENSE_LIKE_ANCHORS} | {"fused.conv2d_add"}
 
@@ -1152,7 +1222,7 @@ def probe_spread(data: dict) -> float:
 def calibrate(quick: bool = False, path: str | None = None, progress="auto", attempts: int = 2) -> Profile:
     """Measure this machine and save its ``cpu`` profile (at ``path`` or ``profile_path()``).
 
-    The full calibration takes 70-80 seconds; ``quick`` takes a few seconds and is coarser. A
+    The full calibration takes 90-110 seconds; ``quick`` takes a few seconds and is coarser. A
     probe timed after each part of it says whether the machine's speed changed meanwhile (other
     work on its cores): then it is measured again, up to ``attempts`` times in all, and the
     steadiest calibration is kept; if none was steady, a ``CalibrationWarning`` says so.

@@ -82,8 +82,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # channels-last 1x1 convolution (pixels x C by C x O) timed over the NCHW one (O x C by C x
 # pixels) by shape, where it was priced the same and measured 1.09x on MobileNet's 1024 -> 1024
 # layer on 7x7; 26: channels-last depthwise convolutions of 96 channels or more sum each window in
-# one pass (1.1-2.2x faster than tap by tap), so their NHWC ratios change
-FORMAT = 26
+# one pass (1.1-2.2x faster than tap by tap), so their NHWC ratios change; 27: the fused ops' and
+# Winograd's ratios over their anchor measured in two passes apart in time, a third deciding where
+# they disagree (one pass had priced a fused matmul 1.39x the dense kernel where it runs 0.96x)
+FORMAT = 27
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
