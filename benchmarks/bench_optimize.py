@@ -106,6 +106,10 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
     from relaygraph.errors import RelayError
     from relaygraph.ops.layouts import changes_text, count_changes, layout_changes, layout_stats
 
+    if cost == "cpu":  # a missing or stale profile is calibrated here, not inside the opt time
+        from relaygraph.egraph.cpu_cost import default_profile
+
+        default_profile()
     rows = []
     for name in models:
         try:
