@@ -84,8 +84,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # layer on 7x7; 26: channels-last depthwise convolutions of 96 channels or more sum each window in
 # one pass (1.1-2.2x faster than tap by tap), so their NHWC ratios change; 27: the fused ops' and
 # Winograd's ratios over their anchor measured in two passes apart in time, a third deciding where
-# they disagree (one pass had priced a fused matmul 1.39x the dense kernel where it runs 0.96x)
-FORMAT = 27
+# they disagree (one pass had priced a fused matmul 1.39x the dense kernel where it runs 0.96x);
+# 28: relu (alone and in the fused kernels' epilogues) on rows of 8192 values, where rows of 4096
+# could run 8-10x slower
+FORMAT = 28
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
