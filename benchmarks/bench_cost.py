@@ -8,7 +8,9 @@ temporary folder unless ``--profile-dir`` names one to reuse). BLAS and numexpr 
 unless the environment says otherwise (set before numpy loads): then the profile and the
 programs are both timed by the process's CPU time, which other work on a shared machine inflates
 far less than the wall clock (the wall-clock medians are printed beside them). Measured times are
-medians of alternated runs of the original and the optimized program, each model in its own
+medians of alternated runs of the original and the optimized program, and a measured speedup is
+the median of the two programs' ratios round by round (``paired_ratio``: this machine's speed
+changes state within seconds, and the rounds' ratios move far less with it), each model in its own
 process (with the profile calibrated here): a small program measured after large ones in one
 process measured differently (residual-mlp's speedup 1.15x there twice, 1.05-1.10x run alone or
 after one other model). CPU time still moves with the load (the other core's work shares the
@@ -42,7 +44,7 @@ from benchmarks._child import json_from_child  # noqa: E402
 from relaygraph.egraph.calibrate import Probe, calibrate, probe_spread  # noqa: E402
 from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
 from relaygraph.egraph.optimize import bind_params, program_cost, random_inputs  # noqa: E402
-from relaygraph.egraph.program_profile import predict, time_programs  # noqa: E402
+from relaygraph.egraph.program_profile import paired_ratio, predict, time_programs  # noqa: E402
 
 TIME_TARGET = 0.15
 SPEEDUP_TARGET = 0.05
@@ -55,8 +57,11 @@ def _row(name: str, options: dict, args, clock, probe, calibrated: float) -> dic
     optimized = rg.infer_type(res.module)
     inputs = random_inputs(bound, 0)
     load = os.getloadavg()[0]
-    (before, after), (wall_before, wall_after), now = time_programs(
-        [bound, optimized], inputs, args.runs, args.budget, clock, probe=probe)
+    samples: list = []
+    walls: list = []
+    (before, _), (wall_before, _), now = time_programs(
+        [bound, optimized], inputs, args.runs, args.budget, clock, probe=probe, samples=samples,
+        wall_samples=walls)
     pred_before, pred_after = predict(bound), predict(optimized)
     try:
         lat_before = program_cost(bound, "main", "latency")
@@ -66,8 +71,8 @@ def _row(name: str, options: dict, args, clock, probe, calibrated: float) -> dic
         lat_before = lat_after = float("nan")
     return {"model": name, "measured": before, "predicted": pred_before, "wall": wall_before,
             "slower": now / calibrated,
-            "speedup": before / after, "pred_speedup": pred_before / pred_after,
-            "wall_speedup": wall_before / wall_after, "lat_time": lat_before,
+            "speedup": paired_ratio(*samples), "pred_speedup": pred_before / pred_after,
+            "wall_speedup": paired_ratio(*walls), "lat_time": lat_before,
             "lat_speedup": lat_before / lat_after if lat_after else float("nan"),
             "load": (load + os.getloadavg()[0]) / 2}
 

@@ -7,9 +7,12 @@ thread and with two; and the e-graph at least as fast as the pipeline on every z
 model the program is optimized once (weights bound as constants, default rule sets, ``--cost``)
 and the pipeline (``--pipeline``, default tvm-o3: TVM's opt_level-3 build sequence) runs on the
 same bound program; then the original, the pipeline's and the optimized program run on the same
-inputs, alternated (more rounds for small programs, ``--budget``), and the medians are compared:
-by CPU time with one BLAS thread (the load of a shared machine moves it far less than the wall
-clock; the cpu profile is timed alike), else by the wall clock. Both rewritten programs are
+inputs, alternated (more rounds for small programs, ``--budget``). The table shows each program's
+median time, and each speedup is the median of the two programs' ratios round by round
+(``paired_ratio``: this machine's speed changes state within seconds, and a state lasts across
+one round far more often than across the whole measurement), by CPU time with one BLAS thread (the
+load of a shared machine moves it far less than the wall clock; the cpu profile is timed alike),
+else by the wall clock. Both rewritten programs are
 checked against the original. The predicted speedup is the cost model's (cost before / cost
 after). Each row shows the 1-minute load average after it was measured: the machine may be shared.
 
@@ -29,8 +32,9 @@ threads than the original's.
 The control (``--control``, on with ``--zoo``): the original program is timed a second time in the
 same alternation, as a fourth program. Its two medians differ only by the measurement's own
 resolution on that model (the load, the program's place in the rounds), and that difference is
-printed (``A/A``). An e-graph program slower than the pipeline's by no more than it is reported
-as a tie within the resolution, not as slower; the tables count both. So is one whose median is
+printed (``A/A``: its ratio to the original, round by round, less one). An e-graph program
+slower than the pipeline's (round by round) by no more than it is reported as a tie within the
+resolution, not as slower; the tables count both. So is one that is
 slower by more, but which was slower than the pipeline's in too few of the rounds for a one-sided
 sign test at 5% (the programs alternate, so each round compares the two under the same load): one
 A/A difference is a single sample of the resolution, and two timings of one program have differed
@@ -102,7 +106,7 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
     from relaygraph.egraph.compare import _ops
     from relaygraph.egraph.cpu_cost import clock_of, machine_key
     from relaygraph.egraph.optimize import random_inputs
-    from relaygraph.egraph.program_profile import time_programs
+    from relaygraph.egraph.program_profile import paired_ratio, time_programs
     from relaygraph.errors import RelayError
     from relaygraph.ops.layouts import changes_text, count_changes, layout_changes, layout_stats
 
@@ -140,6 +144,8 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
             compared = samples[0] if unchanged else samples[2]
             rows.append({"name": name, "label": _label(name, quick), "threads": n, "seconds": seconds,
                          "times": times[:3], "walls": walls[:3], "control": times[3] if control else None,
+                         # the speedups over the original, round by round (paired_ratio)
+                         "ratios": [paired_ratio(samples[0], s) for s in samples[1:]],
                          "predicted": predicted, "check": res.check_passed,
                          "pipeline_check": _agree(values[0], values[1]),
                          "egraph_changed": changes_text(count_changes(res.ops_before, res.ops_after)),
@@ -147,6 +153,8 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
                                                                        res.layouts_after)),
                          # the e-graph kept the original program, text for text
                          "unchanged": unchanged,
+                         # the e-graph's time over the pipeline's, round by round (> 1: slower)
+                         "behind": paired_ratio(compared, samples[1]),
                          "rounds": len(compared),
                          "rounds_slower": sum(c > p for c, p in zip(compared, samples[1], strict=True)),
                          "pipeline_changed": changes_text(count_changes(_ops(res.original), _ops(piped))),
@@ -168,8 +176,8 @@ def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
     changed."""
     clocks = sorted({"CPU time" if r["clock"] == "cpu" else "wall clock" for r in rows if "clock" in r})
     print(f"cost model: {cost}; pipeline: {pipeline}; medians of alternated runs by {' and '.join(clocks)} "
-          "(CPU time with one BLAS thread); load = 1-minute load average after the row (the machine may "
-          "be shared)")
+          "(CPU time with one BLAS thread), speedups the medians of the rounds' ratios; load = 1-minute "
+          "load average after the row (the machine may be shared)")
     control = any(r.get("control") for r in rows)
     print(f"{'model':<22}{'threads':>8}{'opt time':>10}{'original':>11}{'pipeline':>11}{'e-graph':>11}"
           f"{'pipe x':>8}{'e-graph x':>10}{'predicted':>10}{'target':>8}{'load':>6}"
@@ -180,26 +188,27 @@ def report(rows: list[dict], cost: str, pipeline: str = "tvm-o3") -> None:
             print(f"{row['label']:<22}  not measured: {row['error']}")
             continue
         before, piped, after = row["times"]
-        speedup, pipe_speedup = before / after, before / piped
+        pipe_speedup, speedup = row["ratios"][:2]
         target = TARGETS.get(row["name"])
         verdicts = []
         if target is not None:
             verdicts.append("ok" if speedup >= target else "BELOW TARGET")
-        spread = abs(row["control"] / before - 1) if row.get("control") else 0.0
+        spread = abs(row["ratios"][2] - 1) if row.get("control") else 0.0
         slower_in = row.get("rounds_slower"), row.get("rounds")
         # a program kept unchanged is the original: any difference between its times and the
         # original's is the timing's own, so it is compared with the pipeline as the original
-        compared = before if row.get("unchanged") else after
+        # ("behind" is the original's over the pipeline's then)
+        behind = row["behind"]
         if row.get("unchanged"):
             verdicts.append("e-graph kept the original program")
-        if compared <= piped:
+        if behind <= 1:
             verdicts.append(">= pipeline")
             counts["ahead"] += 1
-        elif compared / piped - 1 <= spread:
-            verdicts.append(f"tie with pipeline (slower by {compared / piped - 1:.1%}, within A/A)")
+        elif behind - 1 <= spread:
+            verdicts.append(f"tie with pipeline (slower by {behind - 1:.1%}, within A/A)")
             counts["tie"] += 1
         elif slower_in[1] and sign_test(*slower_in) >= 0.05:
-            verdicts.append(f"tie with pipeline (slower by {compared / piped - 1:.1%}, but in only "
+            verdicts.append(f"tie with pipeline (slower by {behind - 1:.1%}, but in only "
                             f"{slower_in[0]} of {slower_in[1]} rounds)")
             counts["tie"] += 1
         else:

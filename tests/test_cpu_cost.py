@@ -437,9 +437,12 @@ def test_time_programs_gives_each_programs_samples_round_by_round(monkeypatch):
     monkeypatch.setattr(rg_eval, "evaluate", run)
     monkeypatch.setattr(cpu_cost, "timer", lambda clock: lambda: now[0])
     samples: list = []
-    by_clock, _, _ = time_programs(["a", "b", "c"], [], runs=3, clock="cpu", warm_up=False, samples=samples)
+    walls: list = []
+    by_clock, _, _ = time_programs(["a", "b", "c"], [], runs=3, clock="cpu", warm_up=False, samples=samples,
+                                   wall_samples=walls)
     assert samples == [[1.0, 1.25, 1.5], [3.0, 3.25, 3.5], [2.0, 2.25, 2.5]]
     assert by_clock == [1.25, 3.25, 2.25]
+    assert [len(w) for w in walls] == [3, 3, 3] and all(t >= 0 for w in walls for t in w)
 
 
 def test_a_profile_of_another_version_is_made_anew_when_calibration_is_on(tmp_path, monkeypatch, capsys):
@@ -1243,3 +1246,16 @@ def test_value_dependent_kernels_are_timed_on_distinct_inputs(monkeypatch):
     assert len(distinct) == 3 * len(run.sizes) and run.data["curves"]["tanh"]
     # every point of every curve (and the copies) in one alternated measurement, each sample warm
     assert batches == [((len(run.specs) + 3) * len(run.sizes), True)]
+
+
+def test_paired_ratio_is_the_median_of_the_rounds_ratios():
+    from relaygraph.egraph.program_profile import paired_ratio
+
+    # the machine slowed down for the last two rounds: the medians' ratio is 3/2, each round says 2
+    base, other = [2.0, 2.0, 2.0, 6.0, 6.0], [1.0, 1.0, 1.0, 3.0, 3.0]
+    assert paired_ratio(base, other) == 2.0
+    assert paired_ratio([4.0, 1.0, 3.0], [2.0, 2.0, 1.0]) == 2.0  # ratios 2, 0.5, 3
+    with pytest.raises(rg.RelayError, match="same number of rounds"):
+        paired_ratio([1.0], [1.0, 2.0])
+    with pytest.raises(rg.RelayError, match="at least one"):
+        paired_ratio([], [])

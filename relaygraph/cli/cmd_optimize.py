@@ -128,7 +128,8 @@ def speedup_line(res) -> str:
     """The cost model's predicted speedup beside the measured one, as the demo shows them."""
     predicted = f"{res.cost_before / res.cost_after:.2f}x" if res.cost_after > 0 else "n/a"
     measured = f"{res.speedup:.2f}x" if res.speedup is not None else "not measured (--no-check)"
-    return f"speedup: predicted {predicted} ({res.cost_model} model), measured {measured} (numpy, median)"
+    return (f"speedup: predicted {predicted} ({res.cost_model} model), measured {measured} (numpy, median "
+            "of the alternated runs' ratios)")
 
 
 def _may_write(res, args: argparse.Namespace) -> bool:

@@ -3,7 +3,8 @@
 ``compare_pipeline(result)`` takes what ``rg.optimize`` returned, runs a named pass pipeline
 (``tvm-o3``: TVM's opt_level-3 build sequence, see ``relaygraph.passes.pipeline``) on the same
 original program, and reports for each of the three programs the time the cost model predicts,
-the time measured on the numpy executor (runs alternated, medians), and the ops that changed
+the time measured on the numpy executor (runs alternated, medians; a measured speedup is the
+median of the runs' ratios to the original round by round), and the ops that changed
 (and the layouts of the ops that take them: a layout rewrite keeps the op counts).
 """
 
@@ -38,7 +39,9 @@ class PipelineComparison:
         lines = [f"{'program':<22} {'predicted':>12} {'measured':>12} {'speedup':>9} {'predicted':>10}",
                  f"{'':<22} {model:>12} {'(numpy)':>12} {'measured':>9} {'speedup':>10}"]
         for r in self.rows:
-            measured = base["measured"] / r["measured"] if r["measured"] else float("nan")
+            # the median of the runs' ratios to the original (rows from older JSON: of the medians)
+            measured = r.get("speedup") or (base["measured"] / r["measured"] if r["measured"]
+                                            else float("nan"))
             predicted = base["predicted"] / r["predicted"] if r["predicted"] else float("nan")
             lines.append(f"{r['label']:<22} {_fmt(r['predicted']):>12} {r['measured'] * 1e3:>9.2f} ms "
                          f"{measured:>8.2f}x {predicted:>9.2f}x")
@@ -80,19 +83,22 @@ def compare_pipeline(result, pipeline: str = "tvm-o3", runs: int = 5, budget: fl
     from ..passes import named_pipeline
     from ..ty import infer_type
     from .optimize import median_times, program_cost
+    from .program_profile import paired_ratio
 
     original = infer_type(result.original)
     piped = named_pipeline(pipeline)(original)
     optimized = infer_type(result.module)
     programs = [("original", original), (f"{pipeline} pipeline", piped), ("e-graph", optimized)]
     inputs = random_inputs(original, seed=seed)
-    times, _ = median_times([m for _, m in programs], inputs, runs, budget, progress=progress)
+    rounds: list = []
+    times, _ = median_times([m for _, m in programs], inputs, runs, budget, progress=progress, samples=rounds)
     base_ops, base_layouts = _ops(original), _ops(original, layout_stats)
     out = PipelineComparison(pipeline, result.cost_model)
-    for (label, mod), seconds in zip(programs, times, strict=True):
+    for (label, mod), seconds, samples in zip(programs, times, rounds, strict=True):
         ops, layouts = _ops(mod), _ops(mod, layout_stats)
         out.rows.append({"label": label, "predicted": program_cost(mod, "main", result.cost_model),
-                         "measured": seconds, "ops": ops, "changed": _deltas(count_changes(base_ops, ops)),
+                         "measured": seconds, "speedup": paired_ratio(rounds[0], samples),
+                         "ops": ops, "changed": _deltas(count_changes(base_ops, ops)),
                          "layouts": layouts,
                          "layouts_changed": _deltas(layout_changes(base_layouts, layouts))})
     return out

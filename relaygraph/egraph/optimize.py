@@ -72,6 +72,8 @@ class OptimizeResult:
     max_rel_error: float | None = None
     seconds_before: float | None = None
     seconds_after: float | None = None
+    # the median of the two programs' time ratios round by round (program_profile.paired_ratio)
+    paired_speedup: float | None = None
     check_passed: bool | None = None
     total_seconds: float = 0.0
     functions: dict[str, str] = field(default_factory=dict)  # name -> "rewritten" or why it was kept
@@ -89,7 +91,11 @@ class OptimizeResult:
 
     @property
     def speedup(self) -> float | None:
-        """Measured numpy time of the original over the optimized program."""
+        """Measured numpy time of the original over the optimized program: the median of their
+        ratios round by round in the alternated runs (``paired_ratio``), or else the ratio of
+        the two medians."""
+        if self.paired_speedup is not None:
+            return self.paired_speedup
         if not self.seconds_before or not self.seconds_after:
             return None
         return self.seconds_before / self.seconds_after
@@ -118,7 +124,7 @@ class OptimizeResult:
         if self.speedup is not None:
             rows.append(("numpy time", f"{self.seconds_before * 1e3:.2f} ms -> "
                                        f"{self.seconds_after * 1e3:.2f} ms (speedup "
-                                       f"{self.speedup:.2f}x, median)"))
+                                       f"{self.speedup:.2f}x, median of the runs' ratios)"))
         rows.append(("ops changed", changes_text(count_changes(self.ops_before, self.ops_after))))
         if self.layouts_before or self.layouts_after:
             moved = layout_changes(self.layouts_before, self.layouts_after)
@@ -307,20 +313,23 @@ def _load_rules(rules) -> list:
 
 
 def compare_times(a: IRModule, b: IRModule, inputs: list, runs: int, budget: float = 0.0,
-                  max_runs: int = 500, entry: str = "main", progress=False) -> tuple[float, float, Any, Any]:
+                  max_runs: int = 500, entry: str = "main", progress=False,
+                  samples: list | None = None) -> tuple[float, float, Any, Any]:
     """Median seconds of two programs on the same inputs, and their values. The runs alternate,
     so that load on the machine hits both alike: at least ``runs`` of each, and more (up to
-    ``max_runs``) until ``budget`` seconds have passed, so that small programs get a steady median."""
+    ``max_runs``) until ``budget`` seconds have passed, so that small programs get a steady median.
+    ``samples``, if a list, receives each program's seconds round by round."""
     (time_a, time_b), (value_a, value_b) = median_times([a, b], inputs, runs, budget, max_runs, entry,
-                                                        progress)
+                                                        progress, samples)
     return time_a, time_b, value_a, value_b
 
 
 def median_times(mods: list[IRModule], inputs: list, runs: int, budget: float = 0.0,
-                 max_runs: int = 500, entry: str = "main", progress=False) -> tuple[list[float], list]:
+                 max_runs: int = 500, entry: str = "main", progress=False,
+                 samples: list | None = None) -> tuple[list[float], list]:
     """Median seconds of several programs on the same inputs (runs alternated, their order rotated
     each round: ``program_profile.time_programs``), and their values; ``progress`` shows the check
-    and timing phases."""
+    and timing phases; ``samples``, if a list, receives each program's seconds round by round."""
     from ..eval import evaluate
     from ..progress import phase
     from .program_profile import time_programs
@@ -331,7 +340,8 @@ def median_times(mods: list[IRModule], inputs: list, runs: int, budget: float = 
     timing = phase("time", f"at least {runs} alternated runs of each program, more for up to {budget:g} s",
                    unit="run", progress=progress, every=2.0)
     _, walls, _ = time_programs(mods, inputs, runs, budget, clock="wall", entry=entry, max_runs=max_runs,
-                                on_round=timing.step, warm_up=False)  # the check above ran each once
+                                on_round=timing.step, warm_up=False,  # the check above ran each once
+                                wall_samples=samples)
     timing.done(f"{timing.count} runs of each")
     return walls, values
 
@@ -493,6 +503,7 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
     from ..progress import phase, resolve
     from ..ty import infer_type
     from . import extract as ex
+    from .program_profile import paired_ratio
     from .saturation import saturate
 
     progress = resolve(progress)
@@ -597,8 +608,11 @@ def optimize(mod: IRModule | Function, rules=None, cost: str = "cpu",
     if check:
         inputs = random_inputs(mod, seed, entry=entry)
         with np.errstate(all="ignore"):  # NaN / inf in the outputs are counted and reported
+            rounds: list = []
             res.seconds_before, res.seconds_after, want, got = compare_times(
-                mod, optimized, inputs, repeats, budget=timing_budget, entry=entry, progress=progress)
+                mod, optimized, inputs, repeats, budget=timing_budget, entry=entry, progress=progress,
+                samples=rounds)
+            res.paired_speedup = paired_ratio(*rounds)
         _check_outputs(res, want, got, rtol, atol)
         if res.check_passed is None:
             _recheck_with_flags(res, mod, optimized, seed, entry, rtol, atol)
