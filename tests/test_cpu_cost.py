@@ -577,6 +577,48 @@ def test_the_profile_keeps_this_machines_last_level_cache(tmp_path, model):
     assert json.loads(path.read_text())["cache_bytes"] == size
     # a profile without it (or on a machine that reports none) applies the factors in full
     assert cpu_cost.Profile(dict(model.profile.data, cache_bytes=0)).cache_bytes == 0
+    core = cpu_cost.cache_bytes(level=2)  # a core's own: what other kernels' looped runs keep warm
+    assert isinstance(core, int) and 0 <= core <= max(size, core)
+    assert model.profile.data["core_cache_bytes"] == core == model.profile.core_cache_bytes
+    assert json.loads(path.read_text())["core_cache_bytes"] == core
+
+
+def test_an_elementwise_kernels_in_program_slowdown_fades_as_its_data_outgrows_a_cores_cache(model):
+    # MobileNet's batch norms and relus ran 2-3.5x their looped time in the program on 100K values,
+    # 1-2.3x on 400K and 0.75-0.93x on 800K (512 KB per core)
+    core = 1 << 19
+    factors = {"nn.relu": 2.0, "nn.batch_norm": 3.0, "nn.conv2d": 1.5}
+
+    def model_with(size):
+        data = dict(model.profile.data, in_program=factors, core_cache_bytes=size)
+        return cpu_cost.CpuCost(cpu_cost.Profile(data))
+
+    sized, unknown = model_with(core), model_with(0)
+
+    def relu(n):
+        t = T((1, n), "float32")
+        return [t], t
+
+    # input and output: 8 bytes a value
+    assert sized.warm("nn.relu", {}, *relu(core // 8)) == 1.0  # one core's cache: all of it
+    assert sized.warm("nn.relu", {}, *relu(core // 4)) == 1.0  # twice: all of it still
+    assert sized.warm("nn.relu", {}, *relu(12 * core // 8)) == 0.0  # twelve times: none
+    assert sized.warm("nn.relu", {}, *relu(6 * core // 8)) == pytest.approx(math.log(2) / math.log(6))
+    assert unknown.warm("nn.relu", {}, *relu(12 * core // 8)) == 1.0  # no size known: in full
+
+    def extra(m, n):
+        args, out = relu(n)
+        return m("nn.relu", {}, args, out) - m.profile.dispatch - m.kernel("nn.relu", {}, args, out)
+
+    assert extra(unknown, core // 8) > 0 and extra(sized, core // 8) == pytest.approx(extra(unknown, core // 8))
+    assert extra(sized, 16 * core) == pytest.approx(0.0, abs=1e-12)
+    assert extra(unknown, 16 * core) > 0
+    # a batch norm counts its parameters too; products keep their factor in full
+    x, v = T((1, 64, 112, 112), "float32"), T((64,), "float32")
+    bn = rg.ops.lookup("nn.batch_norm").resolve({})
+    assert sized.warm("nn.batch_norm", bn, [x, v, v, v, v], cpu_cost.TupleType([x, v, v])) == 0.0
+    a, w = T((4096, 4096), "float32"), T((4096, 4096), "float32")
+    assert sized.warm("nn.dense", {}, [a, w], a) == 1.0
 
 
 def test_a_convolutions_working_set_counts_its_gathered_columns_or_winograds_tiles():

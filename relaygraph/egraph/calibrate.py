@@ -350,7 +350,7 @@ class _Calibration:
         self.timer = timer(self.clock)
         self.data: dict = {"curves": {}, "gemm": [], "bmm": [], "conv": [[1, 1, 1, 1, 1.0]],
                            "conv_transpose": [], "conv_transpose_last": [], "fused": {}, "clock": self.clock,
-                           "cache_bytes": cache_bytes()}
+                           "cache_bytes": cache_bytes(), "core_cache_bytes": cache_bytes(level=2)}
         self._rounds: list[dict] = []  # in-program rounds measured between the parts (see in_program)
         self._unconfirmed: list = []  # ratios measured once, awaiting their second pass (see confirm)
         # samples per alternated ratio in each pass: a full calibration measures each twice

@@ -86,8 +86,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # Winograd's ratios over their anchor measured in two passes apart in time, a third deciding where
 # they disagree (one pass had priced a fused matmul 1.39x the dense kernel where it runs 0.96x);
 # 28: relu (alone and in the fused kernels' epilogues) on rows of 8192 values, where rows of 4096
-# could run 8-10x slower
-FORMAT = 28
+# could run 8-10x slower; 29: the second-level cache's size, which scales the in-program slowdown of
+# kernels other than products and convolutions (``CpuCost.warm``)
+FORMAT = 29
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
@@ -188,9 +189,10 @@ def profile_path(path: str | None = None) -> str:
     return os.path.join(base, profile_file())
 
 
-def cache_bytes() -> int:
-    """Bytes of this machine's largest (last-level) cache as the OS reports it (sysfs, else
-    sysconf), or 0 when it says nothing."""
+def cache_bytes(level: int | None = None) -> int:
+    """Bytes of one of this machine's caches as the OS reports it (sysfs, else sysconf): the
+    largest (last-level) one, or the one of ``level`` (2: a core's own second level); 0 when it
+    says nothing."""
     sizes = []
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -201,13 +203,18 @@ def cache_bytes() -> int:
         try:
             with open(os.path.join(base, entry, "size")) as f:
                 text = f.read().strip().upper()
+            if level is not None:
+                with open(os.path.join(base, entry, "level")) as f:
+                    if f.read().strip() != str(level):
+                        continue
         except OSError:
             continue
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         digits = text[:-1] if text[-1:] in ("K", "M", "G") else text
         if digits.isdigit():
             sizes.append(int(digits) * scale)
-    for name in ("SC_LEVEL4_CACHE_SIZE", "SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+    names = ("SC_LEVEL4_CACHE_SIZE", "SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE")
+    for name in names if level is None else (f"SC_LEVEL{level}_CACHE_SIZE",):
         try:
             sizes.append(int(os.sysconf(name)))
         except (ValueError, OSError, AttributeError):
@@ -340,6 +347,15 @@ def _numel(t) -> float:
     if not isinstance(t, TensorType):
         return 0.0
     return _elements(t)
+
+
+def _log_share(size: float, full: float, none: float) -> float:
+    """1 up to ``full`` bytes, 0 from ``none`` up, log-linear between (see ``CpuCost.warm``)."""
+    if size <= full:
+        return 1.0
+    if size >= none:
+        return 0.0
+    return math.log(none / size) / math.log(none / full)
 
 
 def traffic_elements(arg_types: Sequence, out_type) -> float:
@@ -568,6 +584,8 @@ class Profile:
         self.probe = float(data.get("probe", 0.0))  # seconds of calibrate.Probe while calibrating
         # the last-level cache (0: unknown): how much of a convolution's data a looped run keeps warm
         self.cache_bytes = int(data.get("cache_bytes", 0) or 0)
+        # a core's second-level cache (0: unknown): how much of another kernel's data it keeps warm
+        self.core_cache_bytes = int(data.get("core_cache_bytes", 0) or 0)
 
     def save(self, path: str | None = None) -> str:
         """Write the profile (atomically) and return where."""
@@ -771,26 +789,47 @@ class CpuCost:
         return t + self.slowed(op, t - floor, traffic) * (self.factor(op) - 1.0) * warm
 
     def warm(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
-        """The share of a convolution's in-program slowdown that applies at its size (1 for other
-        ops): a program runs it slower than the looped kernel because a looped run finds its data
-        (weight, input, gathered columns or Winograd's tiles) in the last-level cache, which holds
-        it only while it fits. Full up to half the cache (room for what else runs), none from the
-        whole cache up, log-linear between. Measured in VGG-16 (one thread): 3x3 layers whose data
-        is 27-65 MB ran 0.97-1.02x their looped time in the program, where the factors calibrated
-        on small layers (1.1 direct, 1.22 Winograd) priced the optimized program's convolutions
-        20% over and its speedup 0.07-0.14 under; ResNet-50's layers (5-10 MB) ran 1.04-1.2x."""
+        """The share of a kernel's in-program slowdown that applies at its size: a program runs
+        it slower than the looped kernel because a looped run finds its data in a cache that holds
+        it only while it fits.
+
+        A convolution's data (weight, input, gathered columns or Winograd's tiles) is kept in the
+        last-level cache: full up to half of it (room for what else runs), none from the whole
+        cache up, log-linear between. Measured in VGG-16 (one thread): 3x3 layers whose data is
+        27-65 MB ran 0.97-1.02x their looped time in the program, where the factors calibrated on
+        small layers (1.1 direct, 1.22 Winograd) priced the optimized program's convolutions 20%
+        over and its speedup 0.07-0.14 under; ResNet-50's layers (5-10 MB) ran 1.04-1.2x.
+
+        Any other kernel but a product (elementwise, reduction, normalization, pool, layout)
+        streams its inputs and output once: looped, they stay in a core's own cache while they
+        fit twice over, and in a program they come from the last-level one, which the previous
+        kernel wrote them to; larger, the looped run streams them from there too. Full up to twice
+        the core's cache, none from twelve times it, log-linear between. Measured in MobileNet
+        (one thread, 512 KB per core): batch norms and relus on 100K values (0.8 MB with their
+        output) ran 2-3.5x their looped time in the program, on 400K values 1-2.3x, on 800K
+        0.75-0.93x, where one factor per op (batch norm 3.0, relu 1.9, from the calibration's
+        small programs) priced the large ones 1.3-3.2x their time, the original programs 5% over
+        and MobileNet's speedup 0.08 over."""
+        kind = op_kind(_anchor(op))
+        if kind == "gemm":
+            return 1.0
+        if kind != "conv":
+            core = self.profile.core_cache_bytes
+            if core <= 0:
+                return 1.0
+            try:
+                size = sum(_numel(t) * _itemsize(t) for t in (*arg_types, out_type))
+            except (CostModelError, TypeError, ValueError):
+                return 1.0
+            return _log_share(size, 2 * core, 12 * core)
         cache = self.profile.cache_bytes
-        if cache <= 0 or op_kind(_anchor(op)) != "conv":
+        if cache <= 0:
             return 1.0
         try:
             size = conv_working_set(op, attrs, list(arg_types), out_type) * _itemsize(out_type)
         except (CostModelError, KeyError, IndexError, TypeError, ValueError):
             return 1.0
-        if size <= cache / 2:
-            return 1.0
-        if size >= cache:
-            return 0.0
-        return math.log(cache / size) / math.log(2.0)
+        return _log_share(size, cache / 2, cache)
 
     def slowed(self, op: str, above_floor: float, traffic: float | None) -> float:
         """The part of a kernel's time above its floor that a program slows (see ``in_program``)."""
