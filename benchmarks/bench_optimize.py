@@ -30,9 +30,9 @@ threads than the original's.
 ``--quick`` uses each model's small configuration (a smoke run, not the figures).
 
 The control (``--control``, on with ``--zoo``): the original program is timed a second time in the
-same alternation, as a fourth program. Its two medians differ only by the measurement's own
-resolution on that model (the load, the program's place in the rounds), and that difference is
-printed (``A/A``: its ratio to the original, round by round, less one). An e-graph program
+same alternation, as a fourth program. Its ratio to the original, round by round, differs from
+1 only by the measurement's own resolution on that model (the load, the program's place in the
+rounds), and that difference is printed (``A/A``). An e-graph program
 slower than the pipeline's (round by round) by no more than it is reported as a tie within the
 resolution, not as slower; the tables count both. So is one that is
 slower by more, but which was slower than the pipeline's in too few of the rounds for a one-sided
@@ -104,15 +104,13 @@ def run(models: list[str], threads: list[int], cost: str, runs: int, quick: bool
     and thread count."""
     import relaygraph as rg
     from relaygraph.egraph.compare import _ops
-    from relaygraph.egraph.cpu_cost import clock_of, machine_key
+    from relaygraph.egraph.cpu_cost import clock_of, default_profile, machine_key
     from relaygraph.egraph.optimize import random_inputs
     from relaygraph.egraph.program_profile import paired_ratio, time_programs
     from relaygraph.errors import RelayError
     from relaygraph.ops.layouts import changes_text, count_changes, layout_changes, layout_stats
 
     if cost == "cpu":  # a missing or stale profile is calibrated here, not inside the opt time
-        from relaygraph.egraph.cpu_cost import default_profile
-
         default_profile()
     rows = []
     for name in models:
