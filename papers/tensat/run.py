@@ -39,7 +39,7 @@ from relaygraph.egraph.calibrate import calibrate  # noqa: E402
 from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
 from relaygraph.egraph.extract.bench import machine_description  # noqa: E402
 from relaygraph.egraph.optimize import random_inputs  # noqa: E402
-from relaygraph.egraph.program_profile import predict, time_programs  # noqa: E402
+from relaygraph.egraph.program_profile import paired_ratio, predict, time_programs  # noqa: E402
 
 # Configurations sized for a 2-core CPU run; --full uses the zoo's defaults.
 MODELS = {
@@ -79,14 +79,18 @@ def study(name: str, options: dict, time_limit: float) -> dict:
             optimized = rg.infer_type(res.module)
             inputs = random_inputs(original["main"], seed=1)
             load = os.getloadavg()[0]
-            times, wall, _ = time_programs([original, piped, optimized], inputs, RUNS, BUDGET)
+            rounds: list = []
+            times, wall, _ = time_programs([original, piped, optimized], inputs, RUNS, BUDGET,
+                                           samples=rounds)
             row["load"] = (load + os.getloadavg()[0]) / 2
             for key, prog, t, w in zip(("before", "pipeline", "after"), (original, piped, optimized),
                                        times, wall, strict=True):
                 row[f"numpy_ms_{key}"], row[f"wall_ms_{key}"] = t * 1e3, w * 1e3
                 row[f"predicted_ms_{key}"] = predict(prog) * 1e3
-            row["speedup"] = times[0] / times[2]
-            row["pipeline_speedup"] = times[0] / times[1]
+            # speedups are the medians of the rounds' ratios (programs compared round by round)
+            row["speedup"] = paired_ratio(rounds[0], rounds[2])
+            row["pipeline_speedup"] = paired_ratio(rounds[0], rounds[1])
+            row["rounds"] = len(rounds[0])
             row["predicted_speedup"] = row["predicted_ms_before"] / row["predicted_ms_after"]
             row["predicted_pipeline_speedup"] = row["predicted_ms_before"] / row["predicted_ms_pipeline"]
     return row
@@ -159,7 +163,8 @@ def write_markdown(rows: list[dict], sweep: list[dict], path: Path) -> None:
              f"node). Timings: numpy on {machine_description()}, one BLAS thread, CPU time (the wall "
              f"clock is in results.json), median of at least {RUNS} runs (more for up to "
              f"{BUDGET:.0f} s) of the original, the {PIPELINE} pipeline's and the e-graph's "
-             "programs, alternated in one process. `rg.optimize` "
+             "programs, alternated in one process; a measured speedup is the median of the rounds' "
+             "ratios (the two programs' times in the same round). `rg.optimize` "
              "extracts with ILP by default; the greedy DAG columns show what greedy extraction alone "
              "reaches. The machine was shared with other jobs: load average "
              f"{min(loads, default=0):.1f} to {max(loads, default=0):.1f} while the programs were timed "
@@ -247,7 +252,8 @@ def plot(rows: list[dict], sweep: list[dict], path: Path, machine: str | None = 
     b.set_xticks(list(xs), names, rotation=25, ha="right")
     b.set_xlabel("model")
     b.set_ylabel("time before / after (log scale)")
-    b.set_title(f"speedup over the original: e-graph vs {PIPELINE} (medians of alternated runs)")
+    b.set_title(f"speedup over the original: e-graph vs {PIPELINE} (measured: median of the rounds' "
+                "ratios)")
     b.legend(loc="upper left", fontsize=7, ncol=2)
 
     limits = [s["node_limit"] for s in sweep]
