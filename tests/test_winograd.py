@@ -195,11 +195,15 @@ def test_conv_rules_are_sound():
     assert [r.rule for r in results] == ["conv2d-winograd", "conv2d-winograd-4x4", "fuse-winograd-bias",
                                          "fuse-winograd-relu",
                                          "fuse-winograd-bias-relu", "fuse-conv2d-add", "batch-norm-relu",
+                                         "batch-norm-relu-scale-into-conv2d",
                                          "fold-batch-norm-conv2d-transpose", "conv2d-transpose-ihwo",
                                          "bias-relu-after-max-pool",
                                          "bias-relu-after-max-pool-3x3", "shift-through-conv2d-1x1-bias",
+                                         "shift-through-conv2d-1x1-bias-add-relu",
                                          "fold-scale-maximum-conv2d", "preactivation-before-strided-1x1",
                                          "preactivation-maximum-before-strided-1x1",
+                                         "preactivation-add-relu-before-strided-1x1",
+                                         "preactivation-plain-maximum-before-strided-1x1",
                                          "conv2d-nhwc-pointwise", "conv2d-bias-nhwc-pointwise",
                                          "conv2d-bias-relu-nhwc-pointwise",
                                          "conv2d-nhwc-depthwise", "conv2d-maximum-nhwc-depthwise",
@@ -210,7 +214,7 @@ def test_conv_rules_are_sound():
 def test_cli_checks_the_conv_rules(capsys):
     assert main(["rules", "check", CONV_RULES]) == 0
     out = capsys.readouterr().out
-    assert "conv2d-winograd" in out and "21 sound" in out and "Traceback" not in out
+    assert "conv2d-winograd" in out and "25 sound" in out and "Traceback" not in out
 
 
 def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0, shape=(1, 8, 12, 12)):

@@ -30,7 +30,7 @@ import weakref
 
 from ..errors import RelayError
 from .batches import Batch
-from .encoding import EXPR, LIST, constructor_fields, schema_program
+from .encoding import EXPR, LIST, POSITIVE, constructor_fields, schema_program
 from .typer import TypeTable
 
 __all__ = ["EgglogError", "Backend", "constructor_fields", "parse_egglog", "MACHINERY", "typing_ruleset",
@@ -465,7 +465,7 @@ class Backend:
                 dtypes.append((text, facts[1]))
                 dims.extend((text, i, d) for i, d in enumerate(facts[2]))
         for table, rows in (("ty:rank", ranks), ("ty:dtype", dtypes), ("ty:dim", dims),
-                            ("in:ty", batch.types)):
+                            ("in:ty", batch.types), (POSITIVE, [(k,) for k in batch.positive])):
             if rows:
                 self._input(table, rows, commands)
         self.run(*commands, *self._flush_schedule, what="loading nodes into the e-graph")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import RelayError
 from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.traversal import iter_post_order
@@ -36,6 +38,14 @@ class UnionTypeError(Exception):
     """A union of two classes whose types differ."""
 
 
+def _all_positive(node: Constant) -> bool:
+    """Whether every value of a numeric constant is above zero (an empty one is not)."""
+    data = node.data
+    if data.size == 0 or data.dtype.kind not in "iuf":
+        return False
+    return bool(np.all(data > 0))  # NaN compares false
+
+
 @dataclass
 class Batch:
     """Nodes, unions and types to add to an e-graph together (plain data: picklable)."""
@@ -45,10 +55,11 @@ class Batch:
     new_types: list[tuple[str, object]] = field(default_factory=list)  # text, type data
     leaves: list[tuple[str, str, str]] = field(default_factory=list)  # ctor, key, type text
     sigs: dict[str, list[tuple]] = field(default_factory=dict)  # constructor -> signature + type text
+    positive: list[str] = field(default_factory=list)  # keys of constants whose values are all > 0
     next_handle: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.rows or self.types or self.sigs or self.new_types or self.leaves)
+        return bool(self.rows or self.types or self.sigs or self.new_types or self.leaves or self.positive)
 
 
 class GraphState:
@@ -297,6 +308,8 @@ class BatchBuilder:
             key = _const_key(node)
             if self.tables is not None:
                 self.tables.consts[key] = node
+            if ("RConst", key) not in self.state.leaf_type and _all_positive(node):
+                self.batch.positive.append(key)  # for positive(?x) conditions
             self.leaf("RConst", key, TensorType(node.shape, node.dtype))
             return "RConst", (key,), (key,), key, ()
         if isinstance(node, Tuple):

@@ -35,6 +35,8 @@ egglog action per node and a union of classes of different types is refused by e
   conditions. A symbolic dimension is a negative id (the same symbolic expression always gets
   the same id), ``?`` is ``-1``. They are kept per class (a condition then reads one table),
   set from the type's facts by the rules of ``rg-class-facts``, which run when rules read them.
+- ``(positive-const key)``: the constant ``(RConst key)`` has every value above zero (and no
+  NaN); the bridge records it as it loads the constant, and ``positive(?x)`` conditions read it.
 - ``(nid k)``: handle ``k`` of an e-class (how Python names classes in later commands).
 """
 
@@ -51,13 +53,14 @@ from ..ir.pyparse import AST_LOCK
 from ..ops.registry import OpDef, all_ops
 
 __all__ = [
-    "EXPR", "LIST", "TYPE", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key",
+    "EXPR", "LIST", "TYPE", "POSITIVE", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key",
     "parse_attr_key",
     "var_key", "const_key", "schema_program", "op_from_constructor", "op_attr_keys", "attrs_from_keys",
     "constructor_fields",
 ]
 
 EXPR, LIST, TYPE = "RExpr", "RList", "RType"
+POSITIVE = "positive-const"
 
 BUILTIN_CONSTRUCTORS = {
     "RVar": ("String",),
@@ -176,5 +179,6 @@ def schema_program(ops: Iterable[OpDef] | None = None) -> str:
         f"(function dtype ({EXPR}) String :no-merge)",
         f"(function dim ({EXPR} i64) i64 :no-merge)",
         f"(function nid (i64) {EXPR} :merge new)",
+        f"(relation {POSITIVE} (String))",
     ]
     return "\n".join(lines)

@@ -35,6 +35,7 @@ from ..rewrite.native import (
     NegTerm,
     NotFreeFact,
     OnceFact,
+    PositiveFact,
     RankTerm,
     RelationFact,
     StrTerm,
@@ -55,7 +56,7 @@ from ..rewrite.pattern import (
     canonical_attr_value,
 )
 from ..rewrite.rule import AnalysisRule, EggRule, Rule
-from .encoding import attr_key, const_key, op_constructor
+from .encoding import POSITIVE, attr_key, const_key, op_constructor
 from .scoping import scoping_declarations, scoping_rules
 
 __all__ = ["CompiledRule", "compile_rule", "program", "lhs_term", "rhs_term", "egg_list", "egg_str",
@@ -238,6 +239,9 @@ class _Facts:
             self.out.append(f"(once ?{f.binder} ?{f.expr})")
         elif isinstance(f, LeafFact):
             self.out.append(f"(leaf ?{f.var})")
+        elif isinstance(f, PositiveFact):  # a constant the bridge found positive when it loaded it
+            s = self.fresh()
+            self.out += [f"(= ?{f.var} (RConst {s}))", f"({POSITIVE} {s})"]
         elif isinstance(f, RelationFact):
             self.out.append(f"({ATTR_TABLES[f.func][0]} {self.args(f.args)})")
         elif isinstance(f, CmpFact):

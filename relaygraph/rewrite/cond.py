@@ -4,6 +4,8 @@ The syntax is Python's expression syntax (``and``, ``or``, ``not``, comparisons,
 indexing, lists) with pattern variables ``?x`` and these functions of a class variable:
 ``rank(?x)``, ``shape(?x)`` (a tuple; ``shape(?x)[0]`` a dimension), ``dtype(?x)``, ``len(...)``,
 ``leaf(?x)`` (``?x`` is a variable or a constant of the program, such as a weight),
+``positive(?x)`` (``?x`` is a constant of the program whose every value is above zero, such as a
+batch norm's scale; a class the e-graph computes, or a variable, never is),
 ``free(?b, ?e)`` (is the let-bound ``?b`` free in ``?e``) and ``once(?b, ?e)`` (is it free exactly
 once), and the attribute functions of ``attr_functions.py`` (``compose_axes(?p, ?q)``,
 ``identity_axes(?p)``). An attribute variable (``?ax`` in
@@ -66,9 +68,10 @@ class EvalEnv:
 
     def __init__(self, type_of: Callable[[str], Type | None], attr: Callable[[str], object],
                  occurrences: Callable[[str, str], int | None] | None = None,
-                 is_leaf: Callable[[str], bool | None] | None = None) -> None:
+                 is_leaf: Callable[[str], bool | None] | None = None,
+                 is_positive: Callable[[str], bool | None] | None = None) -> None:
         self.type_of, self.attr, self.occurrences = type_of, attr, occurrences
-        self.is_leaf = is_leaf
+        self.is_leaf, self.is_positive = is_leaf, is_positive
 
 
 RuleSyntaxError = CondSyntaxError  # an error in an expression, at a file offset
@@ -188,9 +191,9 @@ def parse_expression(piece: Located, kinds: Kinds, what: str = "condition") -> E
     checker = _Checker(kinds, what)
     checker.visit(cond)
     top = {id(p) for p in conjuncts(cond)}
-    for n in walk(cond):  # leaf() is a pattern restriction, not a truth value to combine
-        if isinstance(n, Call) and n.func == "leaf" and id(n) not in top:
-            raise checker.fail("leaf(?x) must be one of the conditions joined by `and`", n)
+    for n in walk(cond):  # leaf() and positive() restrict the pattern, not truth values to combine
+        if isinstance(n, Call) and n.func in ("leaf", "positive") and id(n) not in top:
+            raise checker.fail(f"{n.func}(?x) must be one of the conditions joined by `and`", n)
     return Expression(piece, cond, kinds)
 
 

@@ -24,7 +24,7 @@ __all__ = [
 
 MAX_DEPTH = 64
 SCOPE_FUNCS = ("free", "once")
-FUNCS = frozenset({"rank", "shape", "dtype", "free", "once", "leaf", "len"})
+FUNCS = frozenset({"rank", "shape", "dtype", "free", "once", "leaf", "positive", "len"})
 BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
 CMPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 

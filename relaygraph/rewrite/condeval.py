@@ -127,6 +127,8 @@ class _Evaluator(Visitor):
             return len(v) if isinstance(v, tuple) else UNKNOWN
         if name == "leaf":
             return None if env.is_leaf is None else env.is_leaf(node.args[0].name)
+        if name == "positive":
+            return None if env.is_positive is None else env.is_positive(node.args[0].name)
         if name in SCOPE_FUNCS:
             count = None if env.occurrences is None else env.occurrences(
                 node.args[0].name, node.args[1].name)

@@ -301,8 +301,11 @@ def condition_env(rule: Rule, inst: Instance) -> EvalEnv:
             return 0
         return sum(1 for v in _all_var_uses(e) if v is var)
 
-    return EvalEnv(type_of_name, inst.attrs.__getitem__, occurrences,
-                   lambda name: isinstance(inst.leaves.get(name), Var))
+    # a leaf is a parameter here; positive(?x) holds for one drawn above zero (soundness._domains)
+    def is_param(name: str) -> bool:
+        return isinstance(inst.leaves.get(name), Var)
+
+    return EvalEnv(type_of_name, inst.attrs.__getitem__, occurrences, is_param, is_param)
 
 
 def _concrete(v) -> bool:

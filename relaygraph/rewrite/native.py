@@ -1,8 +1,8 @@
 """The part of a condition the e-graph tests itself, as a small tree of facts.
 
 A conjunct that the e-graph can test (comparisons of ranks, concrete dims, dtypes and attribute
-values, ``not free(..)``, ``once(..)``, ``leaf(..)``, attribute-function relations) is lowered
-here to facts over terms; the rest is checked in Python. The e-graph's rule compiler
+values, ``not free(..)``, ``once(..)``, ``leaf(..)``, ``positive(..)``, attribute-function
+relations) is lowered here to facts over terms; the rest is checked in Python. The e-graph's rule compiler
 (``relaygraph.egraph.rule_compiler``) writes the facts in its own syntax; this module decides
 what is native and knows no syntax.
 """
@@ -16,7 +16,8 @@ from .attr_functions import ATTR_FUNCTIONS
 from .condast import NO, BinOp, Call, Compare, Cond, Index, Lit, Neg, Not, Var, literal
 
 __all__ = ["VarTerm", "StrTerm", "AttrTerm", "DtypeTerm", "IntTerm", "NegTerm", "ArithTerm",
-           "RankTerm", "DimTerm", "CmpFact", "NotFreeFact", "OnceFact", "LeafFact", "RelationFact",
+           "RankTerm", "DimTerm", "CmpFact", "NotFreeFact", "OnceFact", "LeafFact", "PositiveFact",
+           "RelationFact",
            "FunctionValue", "Lowering"]
 
 
@@ -121,6 +122,13 @@ class LeafFact:
 
 
 @dataclass(frozen=True)
+class PositiveFact:
+    """``var`` is a constant of the program whose every value is above zero."""
+
+    var: str
+
+
+@dataclass(frozen=True)
 class RelationFact:
     """An attribute function that is a condition, of variables and attribute values."""
 
@@ -160,6 +168,8 @@ class Lowering:
             return [RelationFact(node.func, args)]
         if isinstance(node, Call) and node.func == "leaf":
             return [LeafFact(node.args[0].name)]
+        if isinstance(node, Call) and node.func == "positive":
+            return [PositiveFact(node.args[0].name)]
         if isinstance(node, Call) and node.func == "once":
             return [OnceFact(node.args[0].name, node.args[1].name)]
         if not isinstance(node, Compare):

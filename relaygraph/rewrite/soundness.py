@@ -25,6 +25,7 @@ from ..ops.registry import lookup
 from ..ty import infer_type_expr
 from .build import BuildError, build
 from .instantiate import Instance, instantiate, leaf_roles
+from .native import PositiveFact
 from .pattern import PCall, walk
 from .rule import AnalysisRule, EggRule, Rule
 
@@ -195,9 +196,12 @@ def _check_types(rule: Rule, inst: Instance, rhs: list[Expr]) -> None:
 
 def _domains(rule: Rule) -> dict[str, str]:
     out = {}
+    positive = {f.var for f in getattr(rule, "native_facts", ()) if isinstance(f, PositiveFact)}
     for v, occurrences in leaf_roles(rule.lhs).items():
         direct = [places[0] for places in occurrences if lookup(places[0][0]) is not None]
         found = [lookup(op).input_domain(i) for op, i, _ in direct] or ["any"]
+        if v in positive:  # the condition holds only for values above zero
+            found.append("positive")
         out[v] = min(found, key=lambda d: _DOMAIN_ORDER.index(d) if d in _DOMAIN_ORDER else 99)
     return out
 
