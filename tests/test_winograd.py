@@ -196,6 +196,7 @@ def test_conv_rules_are_sound():
                                          "fuse-winograd-relu",
                                          "fuse-winograd-bias-relu", "fuse-conv2d-add", "batch-norm-relu",
                                          "batch-norm-relu-scale-into-conv2d",
+                                         "batch-norm-relu-scale-into-conv2d-batch-norm",
                                          "fold-batch-norm-conv2d-transpose", "conv2d-transpose-ihwo",
                                          "bias-relu-after-max-pool",
                                          "bias-relu-after-max-pool-3x3", "shift-through-conv2d-1x1-bias",
@@ -214,7 +215,7 @@ def test_conv_rules_are_sound():
 def test_cli_checks_the_conv_rules(capsys):
     assert main(["rules", "check", CONV_RULES]) == 0
     out = capsys.readouterr().out
-    assert "conv2d-winograd" in out and "25 sound" in out and "Traceback" not in out
+    assert "conv2d-winograd" in out and "26 sound" in out and "Traceback" not in out
 
 
 def _conv_bias_relu(strides=(1, 1), kernel=3, seed=0, shape=(1, 8, 12, 12)):
