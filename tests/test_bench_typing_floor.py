@@ -77,3 +77,37 @@ def test_a_missing_signature_leaves_its_class_untyped(bench):
     # figure of a typing that never matched would show as untyped classes here)
     got = _run(bench, _sum(4, [(2, 2)]), _rules(), "fixed", 2, "", signatures={})
     assert got["typed"] < got["classes"]
+
+
+@pytest.mark.parametrize("mode", ["write", "encoding"])
+def test_sum_rules_typing_in_their_actions_build_rg_saturates_egraph_and_type_it(bench, mode):
+    fn = _sum(7, [(2, 1), (1, 3), (2, 3)])
+    rules = _rules()
+    first = bench.ours(fn, rules, 3, False)
+    typing = bench.typing_program(first.egraph.state.signatures, first.egraph.state.types,
+                                  mentioned_constructors(program(rules)))
+    lets = [c for c in bench.plain_egglog_program(fn) if c.startswith("(let ")]
+    if mode == "write":
+        commands = [schema_program(), "(function TyI (RExpr) i64 :no-merge)",
+                    *bench._sum_rules_typing_in_actions("write"), *lets]
+    else:
+        commands = [schema_program(), *typing, *bench._sum_rules_typing_in_actions("encoding"),
+                    *bench.plain_egglog_program(fn)]
+    eg = bench.plain_egraph(commands)
+    if mode == "encoding":
+        eg.run_program(*eg.parse_program("(run-schedule (run typing))"))
+    for _ in range(3):
+        eg.run_program(*eg.parse_program("(run-schedule (run algebraic))"))
+    if mode == "encoding":  # a class is typed when its Ty is a T's class, which has a text
+        for cmd in ("(relation typed (RExpr))", "(ruleset check-typed)",
+                    "(rule ((= s (tytext (Ty e)))) ((typed e)) :ruleset check-typed)",
+                    "(run-schedule (saturate (run check-typed)))"):
+            eg.run_program(*eg.parse_program(cmd))
+    sizes = dict(eg.run_program(*eg.parse_program("(print-size)"))[0].sizes)
+    nodes, classes = first.egraph.sizes()
+    assert sizes["r:add"] + 7 == nodes  # the same e-graph as rg.saturate's (7 variables)
+    if mode == "encoding":
+        assert sizes["typed"] == classes
+        # by the types rg found (and "()"): no other type appeared
+        types = set(first.egraph.state.signatures.values()) | {"()"}
+        assert sizes["Ty"] == classes and sizes["T"] == len(types) == 4
