@@ -2,9 +2,9 @@
 
 A conjunct that the e-graph can test (comparisons of ranks, concrete dims, dtypes and attribute
 values, ``not free(..)``, ``once(..)``, ``leaf(..)``, ``positive(..)``, attribute-function
-relations) is lowered here to facts over terms; the rest is checked in Python. The e-graph's rule compiler
-(``relaygraph.egraph.rule_compiler``) writes the facts in its own syntax; this module decides
-what is native and knows no syntax.
+relations) is lowered here to facts over terms; the rest is checked in Python. The e-graph's rule
+compiler (``relaygraph.egraph.rule_compiler``) writes the facts in its own syntax; this module
+decides what is native and knows no syntax.
 """
 
 from __future__ import annotations
