@@ -35,10 +35,10 @@
    rewrites need, it costs as much as the encoding's typing or more. Only the lagged typing comes
    near the 1.5x target on the sum. Two more ways type in the rules' own actions, only the inner
    term a reassociation builds (a commuted or reassociated root joins a typed class): a bare i64
-   write there measured 1.00-1.20x untyped, but the encoding's typing there (``(union (Ty n)
+   write there measured 1.00-1.20x untyped, and the encoding's typing there (``(union (Ty n)
    (Sig:r:add (Ty b) (Ty c)))``, a constructor call per child and per signature on every match,
-   found or not) 1.49-1.72x, against 1.70-1.98x for the typing rules in the same runs: lower, not
-   below 1.5x.
+   found or not) 1.41-1.72x, against 1.70-1.98x for the typing rules in the same runs: lower, and
+   about the 1.5x target.
 
 Prints measured figures and ratios; run with ``python benchmarks/bench_egraph.py``.
 """
