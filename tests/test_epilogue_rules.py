@@ -182,7 +182,7 @@ def test_a_scale_not_above_zero_everywhere_stays_on_the_activations(bad):
     gamma[3] = bad
     mod = _positive_preact(gamma)
     res = _scaled_optimize(mod)
-    if bad == bad:  # NaN makes both sides NaN in that channel; the others are compared below
+    if bad == bad:  # with a NaN gamma that channel is NaN in both programs: only the ops are checked
         _same_value(mod, res)
     assert res.ops_after.get("fused.multiply_maximum") == 1, res.ops_after
     assert "maximum" not in res.ops_after
