@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from test_egraph_saturate import ASSOC, COMMUTE, _DoubleRule, _same_values, _sum_chain, _vars
@@ -40,6 +42,25 @@ def test_hard_time_limit_stops_an_exploding_iteration():
     out = eg.extract()
     _same_values(fn, out)
     print(report)
+
+
+def test_a_killed_worker_leaves_no_temporary_files(monkeypatch):
+    from relaygraph.egraph import worker as worker_module
+
+    killed = []  # (the child's temporary directory, what it held as the child was killed)
+    kill = worker_module._Worker.kill
+
+    def recording_kill(self):
+        if self.proc.poll() is None:
+            killed.append((self.tmpdir, os.listdir(self.tmpdir)))
+        kill(self)
+
+    monkeypatch.setattr(worker_module._Worker, "kill", recording_kill)
+    report = saturate(_sum_chain(40), EXPLOSIVE, time_limit=2.5, node_limit=None, iter_limit=100,
+                      scheduler="simple", progress=False)
+    assert report.stop_reason == "time-limit-hard"
+    assert killed and killed[0][1]  # the child's e-graph had its files there (the bulk input)
+    assert not any(os.path.exists(tmpdir) for tmpdir, _ in killed)
 
 
 def test_rule_errors_cross_the_process_boundary():

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -173,7 +175,11 @@ class _Worker:
     """One child process and the pipes to it."""
 
     def __init__(self) -> None:
-        self.proc, self.down, self.recv = _spawn()
+        # The child's temporary files go in a directory this process removes: a killed child
+        # cannot remove its own.
+        self.tmpdir = tempfile.mkdtemp(prefix="relaygraph-worker-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.tmpdir, True)
+        self.proc, self.down, self.recv = _spawn(self.tmpdir)
         self.send = self.down.send
 
     def alive(self) -> bool:
@@ -185,6 +191,7 @@ class _Worker:
         self.proc.wait()
         self.down.close()
         self.recv.close()
+        self._cleanup()
 
     def close(self) -> None:
         """Ask the child to exit (it does at once when idle); kill it if it does not."""
@@ -299,12 +306,14 @@ class FinalState:
             pass
 
 
-def _spawn():
-    """Start the worker with a pipe each way (file descriptors passed on the command line)."""
+def _spawn(tmpdir: str):
+    """Start the worker with a pipe each way (file descriptors passed on the command line), its
+    temporary files in ``tmpdir``."""
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     proc = subprocess.Popen([sys.executable, "-m", "relaygraph.egraph.worker", str(down_r), str(up_w)],
-                            pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL)
+                            pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": tmpdir})
     os.close(down_r)
     os.close(up_w)
     return proc, Connection(down_w, readable=False), Connection(up_r, writable=False)
