@@ -115,3 +115,34 @@ def test_nn_relu_runs_the_same_loop_and_leaves_its_input(shape):
     v = rg.Var("x", rg.TensorType(shape, "float32"))
     out = rg.evaluate(rg.IRModule.from_expr(rg.Function([v], rg.op.nn.relu(v))), x)
     np.testing.assert_array_equal(out, np.maximum(before, np.float32(0)))
+
+
+@pytest.mark.parametrize("op", ["fused.dense_bias_relu", "fused.dense_bias", "fused.dense_relu",
+                                "fused.matmul_bias"])
+@pytest.mark.parametrize("x_shape", [(1, 64), (2, 3, 64), (200, 64)])  # the last one: 12,800 outputs
+def test_fused_products_write_their_epilogue_into_the_product_and_leave_the_inputs(op, x_shape):
+    r = np.random.default_rng(5)
+    x = r.standard_normal(x_shape).astype(np.float32)
+    x.reshape(-1)[0] = np.nan
+    w = r.standard_normal((64, 64)).astype(np.float32)
+    b = r.standard_normal(64).astype(np.float32)
+    args = [x, w, b] if "bias" in op else [x, w]
+    before = [a.copy() for a in args]
+    got = rg.ops.get(op).kernel(args, {})
+    y = x @ (w if op.startswith("fused.matmul") else w.T)
+    want = np.maximum(y + b, 0) if op.endswith("bias_relu") else y + b if "bias" in op else np.maximum(y, 0)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.isnan(got.reshape(-1)[:64]).all()  # the NaN's row stays NaN, through the relu too
+    for a, kept in zip(args, before, strict=True):
+        np.testing.assert_array_equal(a, kept)
+
+
+def test_a_fused_product_with_a_bias_of_another_dtype_takes_the_general_path():
+    r = np.random.default_rng(6)
+    x, w = r.standard_normal((2, 8)).astype(np.float32), r.standard_normal((5, 8)).astype(np.float32)
+    b = r.standard_normal(5)  # float64: not added in place into the float32 product
+    got = rg.ops.get("fused.dense_bias_relu").kernel([x, w, b], {})
+    want = rg.ops.get("nn.relu").kernel([rg.ops.get("nn.bias_add").kernel([x @ w.T, b], {"axis": -1})])
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -87,8 +87,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # they disagree (one pass had priced a fused matmul 1.39x the dense kernel where it runs 0.96x);
 # 28: relu (alone and in the fused kernels' epilogues) on rows of 8192 values, where rows of 4096
 # could run 8-10x slower; 29: the second-level cache's size, which scales the in-program slowdown of
-# kernels other than products and convolutions (``CpuCost.warm``)
-FORMAT = 29
+# kernels other than products and convolutions (``CpuCost.warm``); 30: a dense or matmul with
+# its bias and/or relu adds and clamps in place with one ufunc call each, where the general fused
+# kernel's checks made it slower than the three ops apart on small products (7.1 against 6.5 us
+# at (1, 64); 5.3 now), so the fused ratios calibrated before priced those products too high
+FORMAT = 30
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
