@@ -262,3 +262,40 @@ def test_an_iteration_counts_the_e_graph_in_its_own_egglog_call(monkeypatch):
     monkeypatch.setattr(Backend, "run", run)
     eg.backend.run_text("(run-schedule (run rg-clean))")  # forgets the sizes: printed again, equal
     assert (report.nodes, report.classes) == eg.sizes()
+
+
+LEAF_RULES = """
+rule neg-as-mul : negative(?x) => multiply(?x, -1f) if dtype(?x) == "float32"
+rule reassoc-leaves : multiply(multiply(?a, ?b), ?c) => multiply(?a, multiply(?b, ?c))
+                      if leaf(?a) and leaf(?b) and leaf(?c)
+rule commute-leaf : add(?a, ?c) => add(?c, ?a) if leaf(?c)
+"""
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_leaf_conditions_and_the_constants_rules_make(isolate):
+    from relaygraph.egraph.encoding import LEAF
+    from relaygraph.egraph.rule_compiler import program
+    from relaygraph.rewrite import parse_rules
+
+    rules = parse_rules(LEAF_RULES)
+    commands = [c for c in program(rules) if c.startswith("(rule ")]
+    # three leaves read the leaf-class table (one command, not eight); one leaf, a command per kind
+    assert [c.count(f"({LEAF} ") for c in commands] == [0, 3, 0, 0]
+    assert sum("commute-leaf" in c for c in commands) == 2
+    x, w = _vars(2)
+    e = rg.op.exp(x)
+    fn = rg.Function([x, w], rg.op.add(rg.op.multiply(rg.op.negative(x), w),
+                                       rg.op.multiply(rg.op.multiply(e, w), x)))
+    eg = RelayEGraph(fn)
+    # neg-as-mul writes -1f, a constant the program does not have: known to the e-graph, typed,
+    # and a leaf to the rules that read the table
+    report = saturate(eg, rules, isolate=isolate, progress=False, scheduler="simple")
+    assert report.stop_reason == "saturated"
+    # (x * -1f) * w is reassociated; (exp(x) * w) * x is not: exp(x) is computed
+    assert report.matches["reassoc-leaves"] == 1 and report.matches["neg-as-mul"] == 1
+    nodes = eg.document()["nodes"]
+    assert any(n["op"] == "multiply" and nodes[n["children"][0]]["op"] == "Constant" for n in nodes.values())
+    out = eg.extract("tree", lambda op, attrs, args, out: 5.0 if op == "negative" else 1.0)
+    assert "negative" not in rg.astext(out) and "-1f" in rg.astext(out)
+    _same_values(fn, out)

@@ -10,7 +10,7 @@ import numpy as np
 from egglog import bindings
 
 import relaygraph as rg
-from relaygraph.egraph.encoding import attrs_from_keys, const_key, op_attr_keys, schema_program, var_key
+from relaygraph.egraph.encoding import LEAF, attrs_from_keys, const_key, op_attr_keys, schema_program, var_key
 from relaygraph.egraph.rule_compiler import egg_list, egg_str, program
 from relaygraph.ir import Call, Constant, If, Let, Op, TensorType, Tuple, TupleGetItem, Var
 from relaygraph.ir.types import TupleType, format_type
@@ -41,6 +41,8 @@ class Harness:
     def handle(self, term: str, t=None) -> int:
         self.count += 1
         self.cmd(f"(set (nid {self.count}) {term})")
+        if term.startswith(("(RVar ", "(RConst ")):  # as rg-leaves marks them in a RelayEGraph
+            self.cmd(f"({LEAF} (nid {self.count}))")
         if t is not None:
             self.set_type(self.count, t)
         return self.count

@@ -136,6 +136,9 @@ MACHINERY = """
 (rule ((in:union a b) (= x (nid a)) (= y (nid b))) ((union x y)) :ruleset rg-load :name "rg-union")
 (rule ((= s (in:ty k)) (= e (nid k))) ((union (Ty e) (T s))) :ruleset rg-facts :name "rg-ty")
 (rule ((= x (T s))) ((set (tytext x) s)) :ruleset rg-facts :name "rg-tytext")
+(ruleset rg-leaves)
+(rule ((= e (RVar k))) ((leaf-class e)) :ruleset rg-leaves :name "rg-leaf-var")
+(rule ((= e (RConst k))) ((leaf-class e)) :ruleset rg-leaves :name "rg-leaf-const")
 (ruleset rg-class-facts)
 (rule ((= t (Ty e)) (= s (tytext t)) (= r (ty:rank s))) ((set (rank e) r)) :ruleset rg-class-facts
       :name "rg-rank")
@@ -285,6 +288,7 @@ class Backend:
         self._flush_schedule = [
             b.RunSchedule(b.Saturate(self.span, b.Run(self.span, b.RunConfig("rg-load", None)))),
             b.RunSchedule(b.Saturate(self.span, b.Run(self.span, b.RunConfig("rg-facts", None)))),
+            b.RunSchedule(b.Run(self.span, b.RunConfig("rg-leaves", None))),
             b.RunSchedule(b.Run(self.span, b.RunConfig("rg-class-facts", None))),
             b.RunSchedule(b.Run(self.span, b.RunConfig("rg-clean", None))),
         ]

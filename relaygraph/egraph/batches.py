@@ -221,6 +221,17 @@ class BatchBuilder:
             self.state.leaf_type[(ctor, key)] = t
             self.batch.leaves.append((ctor, key, self._text(t)))
 
+    def constant(self, node: Constant) -> str:
+        """Make a constant known (its type, its value for reading terms back, whether it is
+        positive), as a node of it would; returns its key."""
+        key = _const_key(node)
+        if self.tables is not None:
+            self.tables.consts[key] = node
+        if ("RConst", key) not in self.state.leaf_type and _all_positive(node):
+            self.batch.positive.append(key)  # for positive(?x) conditions
+        self.leaf("RConst", key, TensorType(node.shape, node.dtype))
+        return key
+
     def union(self, a: int, b: int) -> None:
         """Union two classes; a UnionTypeError when their types differ."""
         ta, tb = self.type_of(a), self.type_of(b)
@@ -305,12 +316,7 @@ class BatchBuilder:
             self._var_leaf(node, key)
             return "RVar", (key,), (key,), key, ()
         if isinstance(node, Constant):
-            key = _const_key(node)
-            if self.tables is not None:
-                self.tables.consts[key] = node
-            if ("RConst", key) not in self.state.leaf_type and _all_positive(node):
-                self.batch.positive.append(key)  # for positive(?x) conditions
-            self.leaf("RConst", key, TensorType(node.shape, node.dtype))
+            key = self.constant(node)
             return "RConst", (key,), (key,), key, ()
         if isinstance(node, Tuple):
             kids = tuple(memo[f] for f in node.fields)

@@ -206,6 +206,12 @@ class RelayEGraph:
         """
         return self.builder.add_expr(expr, leaves)
 
+    def add_constants(self, constants) -> None:
+        """Make constants known without a node: the constants rules write on their right side,
+        whose nodes the rules' actions make (typed, and read back, as a program's constants)."""
+        for c in constants:
+            self.builder.constant(c)
+
     def union(self, h1: int, h2: int) -> None:
         """Make two classes one; refused (UnionTypeError) when their types differ."""
         self.builder.union(h1, h2)

@@ -37,6 +37,10 @@ egglog action per node and a union of classes of different types is refused by e
   set from the type's facts by the rules of ``rg-class-facts``, which run when rules read them.
 - ``(positive-const key)``: the constant ``(RConst key)`` has every value above zero (and no
   NaN); the bridge records it as it loads the constant, and ``positive(?x)`` conditions read it.
+- ``(leaf-class e)``: the class holds a variable or a constant (``RVar``, ``RConst``); set by the
+  rules of ``rg-leaves``, which run as nodes are loaded and after each iteration whose rules read
+  it: a rule with three or more ``leaf(?x)`` conditions reads it once per leaf, where matching each
+  kind of leaf apart takes a command per combination (see ``rule_compiler._LEAF_TABLE_FROM``).
 - ``(nid k)``: handle ``k`` of an e-class (how Python names classes in later commands).
 """
 
@@ -53,14 +57,15 @@ from ..ir.pyparse import AST_LOCK
 from ..ops.registry import OpDef, all_ops
 
 __all__ = [
-    "EXPR", "LIST", "TYPE", "POSITIVE", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor", "attr_key",
-    "parse_attr_key",
+    "EXPR", "LIST", "TYPE", "POSITIVE", "LEAF", "OP_PREFIX", "BUILTIN_CONSTRUCTORS", "op_constructor",
+    "attr_key", "parse_attr_key",
     "var_key", "const_key", "schema_program", "op_from_constructor", "op_attr_keys", "attrs_from_keys",
     "constructor_fields",
 ]
 
 EXPR, LIST, TYPE = "RExpr", "RList", "RType"
 POSITIVE = "positive-const"
+LEAF = "leaf-class"
 
 BUILTIN_CONSTRUCTORS = {
     "RVar": ("String",),
@@ -180,5 +185,6 @@ def schema_program(ops: Iterable[OpDef] | None = None) -> str:
         f"(function dim ({EXPR} i64) i64 :no-merge)",
         f"(function nid (i64) {EXPR} :merge new)",
         f"(relation {POSITIVE} (String))",
+        f"(relation {LEAF} ({EXPR}))",
     ]
     return "\n".join(lines)

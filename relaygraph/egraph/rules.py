@@ -33,10 +33,13 @@ class RuleSpec:
     relation: str | None = None  # the match relation of a Python rewrite
     variables: list[str] = field(default_factory=list)
     report_names: set[str] = field(default_factory=set)
+    # the Relay constants its right side writes, until install_rules makes them known to the e-graph
+    constants: list = field(default_factory=list)
 
 
 def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
     """RuleSpecs for rule objects and egglog text, and each Python rewrite by rule name."""
+    from ..rewrite.pattern import PConst, walk
     from ..rewrite.rule import AnalysisRule, EggRule, Rule
     from .rule_compiler import compile_rule
 
@@ -58,6 +61,8 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
             raise RuleError(f"saturate: expected rule objects or egglog text, got {type(rule).__name__}")
         name = str(rule.name)
         spec = RuleSpec(name, f"rg-rule-{len(specs)}", decls, commands)
+        if isinstance(rule, Rule):
+            spec.constants = [p.value for side in rule.rhs for p in walk(side) if isinstance(p, PConst)]
         rewrite = getattr(rule, "python_rewrite", None)
         if rewrite is not None:
             spec.relation, spec.variables = rewrite.relation, list(rewrite.variables)
@@ -134,11 +139,14 @@ def install_rules(egraph, specs: list[RuleSpec]) -> None:
         done = egraph.installed.get(rule_key)
         if done is not None:
             spec.ruleset, spec.report_names = done[0], set(done[1])
+            spec.constants = []  # known to the e-graph since the rule was first installed
             continue
         if any(k[0] == spec.name for k in egraph.installed):
             raise RuleError(f"rule {spec.name}: a different rule of that name was already run on this "
                             f"e-graph; rename the rule or load the program into a new e-graph")
         spec.ruleset = f"rg-rule-{len(egraph.installed)}"
+        egraph.add_constants(spec.constants)
+        spec.constants = []  # in the e-graph's journal now, which a worker rebuilds it from
         try:
             for decl in spec.declarations:
                 key = " ".join(decl.split())

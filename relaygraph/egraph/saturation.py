@@ -36,6 +36,7 @@ from ..validate import limits
 from .backend import EgglogError, typing_ruleset
 from .batches import UnionTypeError
 from .bridge import RelayEGraph
+from .encoding import LEAF
 from .rules import RuleSpec, install_rules, mentioned_constructors, prepare_rules
 from .typer import NodeTypeError
 
@@ -155,8 +156,11 @@ class Saturator:
         """The schedule step typing what the rules build: the typing rules of the constructors
         the rules name (no other constructor gets new nodes; install_rules declared them), in one
         run."""
-        ctors = sorted(mentioned_constructors(t for s in self.specs for t in (*s.declarations, *s.commands)))
+        texts = [t for s in self.specs for t in (*s.declarations, *s.commands)]
+        ctors = sorted(mentioned_constructors(texts))
         facts = " (run rg-class-facts)" if self.facts else ""
+        if any(f"({LEAF} " in t for t in texts):  # a leaf a rule's right side made (a constant)
+            facts += " (run rg-leaves)"
         if not ctors:
             return facts.strip()
         members = [typing_ruleset(c) for c in ctors]
