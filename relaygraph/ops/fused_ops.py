@@ -22,7 +22,7 @@ from ..ir.expr import Call, Constant, Expr, Op
 from ..ir.types import TensorType
 from . import conv, elemwise, linear, norm, reduce, transform, winograd  # noqa: F401 - the parts, registered first
 from ._base import REQUIRED, PatternKind, defop, io_bytes, norm_axis
-from .inplace import _ROW, relu_in_place
+from .inplace import relu_in_place
 from .registry import lookup
 
 __all__ = ["FUSED_OPS", "Arg", "Step", "Part", "Definition", "definition", "expand", "recognise",
@@ -403,10 +403,7 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
                 return general(args, attrs)
             np.add(y, bias, out=y)
         if lean_relu:
-            if y.size < _ROW:  # one np.maximum (ops.inplace blocks larger ones by rows)
-                np.maximum(y, 0, out=y)
-            else:
-                relu_in_place(y)
+            relu_in_place(y)
         return y
 
     def kernel(args, attrs):

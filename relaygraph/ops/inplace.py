@@ -46,8 +46,8 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 def _relu_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    if x.dtype.kind != "f" or not x.flags.c_contiguous or not out.flags.c_contiguous or x.size < _ROW:
-        return np.maximum(x, x.dtype.type(0), out=out)
+    if x.size < _ROW or x.dtype.kind != "f" or not x.flags.c_contiguous or not out.flags.c_contiguous:
+        return np.maximum(x, x.dtype.type(0), out=out)  # (size first: flags cost more than a small max)
     flat, dest = x.reshape(-1), out.reshape(-1)
     zeros = _zero_row(x.dtype)
     head = flat.size - flat.size % _ROW
