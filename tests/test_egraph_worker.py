@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -61,6 +64,28 @@ def test_a_killed_worker_leaves_no_temporary_files(monkeypatch):
     assert report.stop_reason == "time-limit-hard"
     assert killed and killed[0][1]  # the child's e-graph had its files there (the bulk input)
     assert not any(os.path.exists(tmpdir) for tmpdir, _ in killed)
+
+
+def test_a_worker_whose_parent_ends_without_clean_up_removes_its_directory(tmp_path):
+    # a study's forked cell ends with os._exit: no atexit, no finalizers in the parent
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys\n"
+        "import relaygraph as rg\n"
+        "from relaygraph.egraph import saturate, worker\n"
+        "x = rg.var('x', shape=(2, 3))\n"
+        "saturate(rg.Function([x], rg.op.add(x, x)), " + repr(COMMUTE) + ", time_limit=60, progress=False)\n"
+        "held = [w for w in worker._IDLE] or [f()._worker for f in worker._HELD if f() is not None]\n"
+        "print(held[0].tmpdir, flush=True)\n"
+        "os._exit(0)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tmpdir = out.stdout.strip()
+    assert os.path.basename(tmpdir).startswith("relaygraph-worker-")
+    deadline = time.monotonic() + 30  # the child sees its pipe close and ends
+    while os.path.exists(tmpdir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(tmpdir)
 
 
 def test_rule_errors_cross_the_process_boundary():

@@ -41,6 +41,7 @@ from ..errors import RelayError, RuleError
 
 __all__ = ["saturate_in_worker"]
 
+_DIR_ENV = "RELAYGRAPH_WORKER_DIR"  # the child's own temporary directory, which it removes as it ends
 _CHECKPOINT_SHARE = 0.25  # a checkpoint may cost this share of the time since the last one
 _CHECKPOINT_FREE = 0.002  # seconds: a checkpoint this cheap is always taken
 
@@ -313,7 +314,7 @@ def _spawn(tmpdir: str):
     up_r, up_w = os.pipe()
     proc = subprocess.Popen([sys.executable, "-m", "relaygraph.egraph.worker", str(down_r), str(up_w)],
                             pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL,
-                            env={**os.environ, "TMPDIR": tmpdir})
+                            env={**os.environ, "TMPDIR": tmpdir, _DIR_ENV: tmpdir})
     os.close(down_r)
     os.close(up_w)
     return proc, Connection(down_w, readable=False), Connection(up_r, writable=False)
@@ -429,6 +430,12 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # anything else: the parent reports it with the worker's traceback
         tail = "".join(traceback.format_exception(exc)[-3:])
         up.send(("error", "RelayError", f"the saturation worker failed: {type(exc).__name__}: {exc}\n{tail}"))
+    finally:
+        # The directory the parent made for this child's files: removed here too, as a parent
+        # that ends without its clean-up (os._exit, as a study's forked cell does) cannot.
+        own = os.environ.get(_DIR_ENV)
+        if own:
+            shutil.rmtree(own, ignore_errors=True)
     return 0
 
 
