@@ -400,16 +400,11 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
         if lean_bias:
             bias = args[2]
             if type(bias) is not np.ndarray or bias.ndim != 1 or bias.dtype != y.dtype:
-                return general(args, attrs)
+                return run_steps(y, args, attrs)  # the steps as the general path runs them
             np.add(y, bias, out=y)
         if lean_relu:
             relu_in_place(y)
         return y
-
-    def kernel(args, attrs):
-        if lean:
-            return lean_kernel(args, attrs)
-        return general(args, attrs)
 
     def general(args, attrs):
         if epilogue_in_winograd:
@@ -432,6 +427,10 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
         flags = y.flags
         if not flags.writeable or _is_input(y, args):
             y = np.array(y)  # never write into an input
+        return run_steps(y, args, attrs)
+
+    def run_steps(y, args, attrs):
+        """The steps after the anchor on its result ``y``, in place where they can be."""
         k = n_anchor
         for takes, step_attrs, fast, op in plan:
             extra = args[k] if takes else None
@@ -441,6 +440,8 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
                 done = op.kernel([y] + ([extra] if takes else []), step_attrs(attrs))
             y = done
         return _gelu_in_place(y) if gelu else y
+
+    kernel = lean_kernel if lean else general
 
     def flops(arg_types, out_type, attrs):
         _, types = run_rel(arg_types, attrs)
