@@ -376,6 +376,17 @@ def _sum_rules_typing_in_actions(mode: str) -> list[str]:
             '(union ?root (r:add n ?c))) :ruleset algebraic :name "add-assoc<=")']
 
 
+def sum_action_typing_commands(fn: rg.Function, typing: list[str], mode: str) -> list[str]:
+    """Plain egglog commands for ``fn`` with the sum's rules typed in their actions (``mode`` as
+    ``_sum_rules_typing_in_actions``): ``write`` over the bare nodes, ``encoding`` over the typed
+    program with ``typing`` (``typing_program``'s commands)."""
+    if mode == "write":
+        lets = [c for c in plain_egglog_program(fn) if c.startswith("(let ")]
+        return [schema_program(), "(function TyI (RExpr) i64 :no-merge)",
+                *_sum_rules_typing_in_actions("write"), *lets]
+    return [schema_program(), *typing, *_sum_rules_typing_in_actions("encoding"), *plain_egglog_program(fn)]
+
+
 def typing_floor(fn: rg.Function, rules, iterations: int, runs: int = 7) -> None:
     """What typing the classes rules create costs in plain egglog, whatever the encoding: the
     rules untyped, a bare write per new node, i64 types looked up in the query (lagged and to a
@@ -406,11 +417,8 @@ def typing_floor(fn: rg.Function, rules, iterations: int, runs: int = 7) -> None
     typing = typing_program(signatures, first.egraph.state.types, ctors)
     built["encoding"] = (head + typing + plain_egglog_program(fn), f"{step} (run typing)", True)
     if sorted(r.name for r in rules) == ["add-assoc", "add-assoc<=", "add-commute"]:
-        lets = [c for c in plain_egglog_program(fn) if c.startswith("(let ")]
-        built["action-write"] = ([schema_program(), "(function TyI (RExpr) i64 :no-merge)",
-                                  *_sum_rules_typing_in_actions("write"), *lets], step, False)
-        built["action-encoding"] = ([schema_program(), *typing, *_sum_rules_typing_in_actions("encoding"),
-                                     *plain_egglog_program(fn)], step, True)
+        built["action-write"] = (sum_action_typing_commands(fn, typing, "write"), step, False)
+        built["action-encoding"] = (sum_action_typing_commands(fn, typing, "encoding"), step, True)
     samples: dict[str, list[float]] = {name: [] for name in built}
     for _ in range(runs):
         for name, case in built.items():

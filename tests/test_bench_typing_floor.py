@@ -86,14 +86,7 @@ def test_sum_rules_typing_in_their_actions_build_rg_saturates_egraph_and_type_it
     first = bench.ours(fn, rules, 3, False)
     typing = bench.typing_program(first.egraph.state.signatures, first.egraph.state.types,
                                   mentioned_constructors(program(rules)))
-    lets = [c for c in bench.plain_egglog_program(fn) if c.startswith("(let ")]
-    if mode == "write":
-        commands = [schema_program(), "(function TyI (RExpr) i64 :no-merge)",
-                    *bench._sum_rules_typing_in_actions("write"), *lets]
-    else:
-        commands = [schema_program(), *typing, *bench._sum_rules_typing_in_actions("encoding"),
-                    *bench.plain_egglog_program(fn)]
-    eg = bench.plain_egraph(commands)
+    eg = bench.plain_egraph(bench.sum_action_typing_commands(fn, typing, mode))
     if mode == "encoding":
         eg.run_program(*eg.parse_program("(run-schedule (run typing))"))
     for _ in range(3):
