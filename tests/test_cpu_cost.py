@@ -893,6 +893,28 @@ def test_a_full_calibration_measures_each_ratio_twice_and_a_third_time_where_the
     assert e == [[5, 1.39]]
 
 
+def test_a_full_calibration_measures_the_large_activation_ops_past_the_cache():
+    """The epilogue ops and pools are measured at ``LARGE_SIZE`` values too (VGG's first
+    activations are 3.2M values, past the curves' other sizes), the other ops only at the
+    calibration's sizes; a quick calibration adds no such point."""
+    from relaygraph.egraph.calibrate import LARGE_OPS, LARGE_SIZE, _Calibration
+
+    assert {"nn.relu", "nn.bias_add", "nn.max_pool2d"} <= set(LARGE_OPS)
+    cal = _Calibration(quick=False, progress=False)
+    cal.specs = {name: cal.specs[name] for name in ("nn.relu", "nn.max_pool2d", "exp")}
+    cal.sizes = [1 << 10]
+    works = {}
+    for name, work, _ in cal.curve_points():
+        works.setdefault(name, []).append(work)
+    assert works["nn.relu"] == [1 << 10, LARGE_SIZE]
+    assert works["exp"] == [1 << 10]
+    # a 3x3 stride-2 pool over half as many values: its work is its windows' elements
+    assert works["nn.max_pool2d"][-1] >= LARGE_SIZE
+    quick = _Calibration(quick=True, progress=False)
+    quick.specs = {"nn.relu": quick.specs["nn.relu"]}
+    assert [w for name, w, _ in quick.curve_points() if name == "nn.relu"] == [float(n) for n in quick.sizes]
+
+
 def test_fused_dense_ratios_are_timed_alternated_with_the_dense_kernel():
     """Every fused dense/matmul op's ratio comes from one alternated cold measurement with the
     dense kernel on the same (M, N, K): the dense kernel and its (N, K) weight first, then the

@@ -90,8 +90,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # kernels other than products and convolutions (``CpuCost.warm``); 30: a dense or matmul with
 # its bias and/or relu adds and clamps in place with one ufunc call each, where the general fused
 # kernel's checks made it slower than the three ops apart on small products (7.1 against 6.5 us
-# at (1, 64); 5.3 now), so the fused ratios calibrated before priced those products too high
-FORMAT = 30
+# at (1, 64); 5.3 now), so the fused ratios calibrated before priced those products too high;
+# 31: the epilogue ops and pools measured at 8M values too (``calibrate.LARGE_OPS``), where the
+# curves ended at 2M and priced VGG's largest activations as if they stayed in the cache
+FORMAT = 31
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
