@@ -68,6 +68,10 @@ CONV_CASES = [
     (4, 4, 6, 5, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 4),   # depthwise
     (3, 6, 5, 5, 3, 3, (1, 1), (2,), (2, 1), 3),           # depthwise, channel multiplier 2
     (2, 3, 5, 6, 1, 1, (1, 2), (0, 0, 0, 0), (1, 1), 1),
+    # windows that tile the image (a patch embedding): the columns in one transposing copy
+    (3, 5, 8, 8, 4, 4, (4, 4), (0,), (1, 1), 1),
+    (2, 3, 9, 7, 3, 2, (3, 2), (0,), (1, 1), 1),           # rows and a column left over
+    (2, 3, 8, 8, 2, 2, (2, 2), (0,), (2, 2), 1),           # dilated: the general path
 ]
 
 
@@ -79,6 +83,17 @@ def test_conv2d_nchw(case):
     got = run("nn.conv2d", [x, wt], strides=strides, padding=padding, dilation=dilation,
               groups=groups)
     want = ref_conv2d(x, wt, strides, pad4(padding), dilation, groups)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_conv2d_on_tiling_windows_of_a_strided_view():
+    """Tiling windows (stride = kernel) read from a view that is not contiguous: the transposing
+    copy gathers the same columns as the copy per kernel offset."""
+    base = RNG.standard_normal((1, 6, 12, 10))
+    x = base[:, ::2]  # every second channel: strided
+    wt = RNG.standard_normal((4, 3, 2, 5))
+    got = run("nn.conv2d", [x, wt], strides=(2, 5))
+    want = ref_conv2d(x, wt, (2, 5), (0, 0, 0, 0), (1, 1), 1)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 

@@ -92,8 +92,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # kernel's checks made it slower than the three ops apart on small products (7.1 against 6.5 us
 # at (1, 64); 5.3 now), so the fused ratios calibrated before priced those products too high;
 # 31: the epilogue ops and pools measured at 8M values too (``calibrate.LARGE_OPS``), where the
-# curves ended at 2M and priced VGG's largest activations as if they stayed in the cache
-FORMAT = 31
+# curves ended at 2M and priced VGG's largest activations as if they stayed in the cache; 32: a
+# convolution whose windows tile the image (stride = kernel, no padding) gathers its columns in
+# one transposing copy (0.54-0.96 of the time), and a patch embedding's shape is calibrated
+FORMAT = 32
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)

@@ -218,8 +218,15 @@ def _conv2d_gemm(x, w, strides, padding, dilation):
         cols = np.ascontiguousarray(x).reshape(n, c, oh * ow)
         return np.matmul(w.reshape(o, c), cols).reshape(n, o, oh, ow)
     padded = any(padding)
-    cols = (np.zeros if padded else np.empty)((n, c, kh, kw, oh, ow), dtype=x.dtype)
-    _shifted_copies(x, kh, kw, oh, ow, strides, padding, dilation, cols)
+    if (sh, sw) == (kh, kw) and not padded and tuple(dilation) == (1, 1):
+        # windows that tile the image (a vision transformer's patch embedding): the columns are
+        # one transposing copy, where a copy per kernel offset made ViT's 16x16 patches 256 copies
+        # (1.33 ms against 0.78 for 3 -> 192 channels on 224x224)
+        tiles = x[:, :, :oh * kh, :ow * kw].reshape(n, c, oh, kh, ow, kw)
+        cols = np.ascontiguousarray(tiles.transpose(0, 1, 3, 5, 2, 4))
+    else:
+        cols = (np.zeros if padded else np.empty)((n, c, kh, kw, oh, ow), dtype=x.dtype)
+        _shifted_copies(x, kh, kw, oh, ow, strides, padding, dilation, cols)
     out = np.matmul(w.reshape(o, c * kh * kw),
                     cols.reshape(n, c * kh * kw, oh * ow))
     return out.reshape(n, o, oh, ow)
