@@ -7,6 +7,13 @@ become egglog. ``compile_rule(rule)`` gives a ``CompiledRule``:
   attribute tables, the let analyses' sorts). Several rules give some of the same commands:
   run each distinct command once, in first-seen order (``program`` does).
 - ``commands``: the egglog ``rule`` command(s), with ``:ruleset`` and ``:name``.
+- ``typed_in_actions``: compiled with ``typed_actions=True`` (as saturation compiles rules), a rule
+  whose right side keeps its left side's type by construction (``keeps_type``) types the classes
+  it makes in its own actions: each new inner term's ``Ty`` is unioned with its signature there,
+  as the typing rules would do in a run of their own after the rules, and its root, whose type is
+  the matched class's, is not typed again. Saturation runs no typing rules in an iteration whose
+  rules all do this. The commands then name ``Sig:<ctor>`` (the bridge declares it with the
+  constructor); plain egglog without the bridge's typing machinery takes the untyped commands.
 
 A left side becomes query facts ``(= ?root <term>)``: a pattern variable is the egglog
 variable ``?name`` (an e-class; attribute variables are ``String`` variables), an attribute
@@ -54,13 +61,14 @@ from ..rewrite.pattern import (
     PTuple,
     PVar,
     canonical_attr_value,
+    walk,
 )
 from ..rewrite.rule import AnalysisRule, EggRule, Rule
 from .encoding import LEAF, POSITIVE, attr_key, const_key, op_constructor
 from .scoping import scoping_declarations, scoping_rules
 
-__all__ = ["CompiledRule", "compile_rule", "program", "lhs_term", "rhs_term", "egg_list", "egg_str",
-           "ATTR_TABLES"]
+__all__ = ["CompiledRule", "compile_rule", "keeps_type", "program", "lhs_term", "rhs_term", "egg_list",
+           "egg_str", "ATTR_TABLES"]
 
 EGG_CMP = {"==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -71,6 +79,8 @@ class CompiledRule:
 
     declarations: list[str]
     commands: list[str]
+    typed_in_actions: bool = False
+
 
 
 def egg_str(text: str) -> str:
@@ -202,7 +212,13 @@ class _Rhs:
 
     def call(self, p: PCall) -> str:
         op = lookup(p.op)
-        parts = [self.term(a) for a in p.args]
+        parts = [self.term(a) for a in p.args] + self.attr_parts(p)
+        return f"({op_constructor(op)}{''.join(' ' + x for x in parts)})"
+
+    def attr_parts(self, p: PCall) -> list[str]:
+        """The call's attribute fields, in the op's order."""
+        op = lookup(p.op)
+        parts = []
         for name in op.attrs:
             spec = p.attr(name)
             if spec is None:
@@ -215,7 +231,7 @@ class _Rhs:
                 parts.append(self.computed[spec.index])
             else:
                 raise AssertionError("a computed attribute has no egglog term")
-        return f"({op_constructor(op)}{''.join(' ' + x for x in parts)})"
+        return parts
 
 
 # -- the native part of conditions ----------------------------------------------------------------
@@ -294,10 +310,13 @@ class _Facts:
 
 # -- rules ----------------------------------------------------------------------------------------
 
-def compile_rule(rule) -> CompiledRule:
-    """The egglog declarations and rule commands of a rule object of ``relaygraph.rewrite``."""
+def compile_rule(rule, typed_actions: bool = False) -> CompiledRule:
+    """The egglog declarations and rule commands of a rule object of ``relaygraph.rewrite``;
+    with ``typed_actions``, a rule that keeps types by construction (``keeps_type``) types the
+    classes it makes in its actions (``typed_in_actions``)."""
     if isinstance(rule, Rule):
-        return CompiledRule(_declarations(rule), _commands(rule))
+        typed = typed_actions and keeps_type(rule)
+        return CompiledRule(_declarations(rule), _commands(rule, typed), typed)
     if isinstance(rule, EggRule):
         return CompiledRule(list(rule.decls), [rule.command])
     if isinstance(rule, AnalysisRule):
@@ -341,8 +360,68 @@ def _declarations(rule: Rule) -> list[str]:
 _LEAF_TABLE_FROM = 3
 
 
-def _commands(rule: Rule) -> list[str]:
-    """The rule's egglog rule commands (one per kind of each leaf variable, for few leaves)."""
+def keeps_type(rule) -> bool:
+    """True when a rewrite by ``rule`` gives its matched class a term of the class's own type
+    whatever the types of the rule's variables, so that no rewrite of it needs its root typed and
+    checked.
+
+    That holds for a rule with one root and no condition, computed attribute or Python half whose
+    two sides are made of expression variables and calls (no attribute spread) of ops whose type
+    is the broadcast of their operands' types in their one dtype (``broadcast_of_operands``: the
+    elementwise arithmetic and the unary elementwise ops), over the same variables. A tree of such
+    ops has the broadcast of its leaves' types, and broadcasting is associative, commutative and
+    idempotent, so the type depends on the set of leaves alone: the two sides have the same. And
+    when the left side is well typed its leaves broadcast together and share a dtype, so every
+    inner term of the right side (a subset of them) is well typed too. add-commute, add-assoc and
+    distributing a multiply over an add are such rules; a rule with a constant, a wildcard or a
+    variable on one side only is not."""
+    if not isinstance(rule, Rule) or len(rule.lhs) != 1 or rule.cond is not None or rule.computed \
+            or rule.python_rewrite is not None or rule.uses_scoping:
+        return False
+    sides = []
+    for side in (rule.lhs[0], rule.rhs[0]):
+        names = set()
+        for p in walk(side):
+            if isinstance(p, PVar):
+                if p.name.startswith("_"):
+                    return False  # a wildcard: a leaf whose type the other side may not have
+                names.add(p.name)
+            elif not (isinstance(p, PCall) and p.spread is None
+                      and lookup(p.op).extra.get("broadcast_of_operands")
+                      and all(isinstance(spec, (ALit, AVar)) for _, spec in p.attrs)):
+                return False
+        sides.append(names)
+    return sides[0] == sides[1]
+
+
+def _typed_actions(root: str, rhs) -> list[str]:
+    """Actions building ``rhs`` and unioning it with ``?root``, each new inner term let-bound and
+    its ``Ty`` unioned with its signature (``Sig:<ctor>`` of its children's types and its
+    attribute fields), as the constructor's typing rule does (``keeps_type`` rules only: the root
+    joins the matched class, which has its type)."""
+    names: dict[int, str] = {}
+    build = _Rhs(names, {})
+    actions = []
+    for p in reversed(list(walk(rhs))):  # every node after its children
+        if id(p) in names:
+            continue
+        if isinstance(p, PVar):
+            names[id(p)] = "?" + p.name
+            continue
+        if p is rhs:
+            break
+        name = f"__t{sum(a.startswith('(let ') for a in actions)}"
+        actions.append(f"(let {name} {build.call(p)})")
+        sig = [f"(Ty {names[id(a)]})" for a in p.args] + build.attr_parts(p)
+        actions.append(f"(union (Ty {name}) (Sig:{op_constructor(lookup(p.op))} {' '.join(sig)}))")
+        names[id(p)] = name
+    actions.append(f"(union ?{root} {build.term(rhs)})")
+    return actions
+
+
+def _commands(rule: Rule, typed: bool = False) -> list[str]:
+    """The rule's egglog rule commands (one per kind of each leaf variable, for few leaves); with
+    ``typed`` (a ``keeps_type`` rule), typing the classes it makes in its actions."""
     roots = rule.roots
     facts = [f"(= ?{r} {lhs_term(p)})" for r, p in zip(roots, rule.lhs, strict=True)]
     for i in range(len(roots)):
@@ -361,7 +440,9 @@ def _commands(rule: Rule) -> list[str]:
     if len(leaves) >= _LEAF_TABLE_FROM:
         leaves = []
     facts = [f for f in writer.out if not (leaves and f.startswith(f"({LEAF} "))]
-    if rule.python_rewrite is None:
+    if typed:
+        actions = _typed_actions(roots[0], rule.rhs[0])
+    elif rule.python_rewrite is None:
         actions = [f"(union ?{r} {rhs_term(p, computed=computed_vars)})"
                    for r, p in zip(roots, rule.rhs, strict=True)]
     else:

@@ -35,19 +35,23 @@ class RuleSpec:
     report_names: set[str] = field(default_factory=set)
     # the Relay constants its right side writes, until install_rules makes them known to the e-graph
     constants: list = field(default_factory=list)
+    # its commands type the classes they make (rule_compiler.keeps_type; chosen by prepare_rules
+    # when every rule's can): saturation runs no typing rules after them
+    typed_in_actions: bool = False
 
 
 def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
     """RuleSpecs for rule objects and egglog text, and each Python rewrite by rule name."""
     from ..rewrite.pattern import PConst, walk
     from ..rewrite.rule import AnalysisRule, EggRule, Rule
-    from .rule_compiler import compile_rule
+    from .rule_compiler import compile_rule, keeps_type
 
     ours = (Rule, EggRule, AnalysisRule)
     if isinstance(rules, (str, *ours)) or hasattr(rules, "commands"):
         rules = [rules]
     specs: list[RuleSpec] = []
     python: dict[str, object] = {}
+    typed: dict[int, list[str]] = {}  # spec index -> commands typing in their actions (keeps_type)
     for rule in rules:
         if isinstance(rule, str):
             specs.extend(_text_rules(rule, len(specs)))
@@ -55,6 +59,8 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
         if isinstance(rule, ours):
             compiled = compile_rule(rule)
             decls, commands = compiled.declarations, compiled.commands
+            if keeps_type(rule):
+                typed[len(specs)] = compile_rule(rule, typed_actions=True).commands
         elif hasattr(rule, "commands") and hasattr(rule, "name"):
             decls, commands = list(rule.declarations()), list(rule.commands())
         else:
@@ -68,6 +74,12 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
             spec.relation, spec.variables = rewrite.relation, list(rewrite.variables)
             python[name] = rewrite
         specs.append(spec)
+    # Rules that keep types by construction type what they make in their own actions when all the
+    # rules do (saturation then runs no typing rules); among others, which the typing rules run
+    # after anyway, typing it in the actions too would only do that work twice.
+    if typed and not python and all(i in typed for i, s in enumerate(specs) if s.commands):
+        for i, commands in typed.items():
+            specs[i].commands, specs[i].typed_in_actions = commands, True
     names = [s.name for s in specs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:

@@ -13,9 +13,12 @@ time limit is only checked between iterations.
 Each iteration is one egglog call: the rules, then one run of the typing rules of the
 constructors the rules can build (each new node's type is unioned with its signature; see
 ``relaygraph.egraph.backend``), then the print-size that counts the e-graph and shows new
-signatures. Only signatures egglog has never seen go to Python, all of an iteration's at once (a
-rule that builds an ill-typed term, or unions terms of different types, is named in a
-RuleError). Then the rules' Python halves run on their new matches.
+signatures. Rules that keep types by construction (``rule_compiler.keeps_type``: add-commute,
+add-assoc, ...) type the terms they make in their own actions, with the same signatures; when
+every rule of a run does, no typing rules run after them. Only signatures egglog has never
+seen go to Python, all of an iteration's at once (a rule that builds an ill-typed term, or
+unions terms of different types, is named in a RuleError). Then the rules' Python halves run
+on their new matches.
 Explosive rules are throttled by a back-off scheduler (egg's): a rule whose matches in an
 iteration exceed its limit is not applied and sits out ``ban_length`` iterations; each ban
 doubles its limit and ban length.
@@ -161,12 +164,17 @@ class Saturator:
         facts = " (run rg-class-facts)" if self.facts else ""
         if any(f"({LEAF} " in t for t in texts):  # a leaf a rule's right side made (a constant)
             facts += " (run rg-leaves)"
-        if not ctors:
+        if not ctors or self._typed_in_actions():
             return facts.strip()
         members = [typing_ruleset(c) for c in ctors]
         if len(members) == 1:
             return f"(run {members[0]}){facts}"
         return f"(run {self.egraph.combined_ruleset('rg-types', members)}){facts}"
+
+    def _typed_in_actions(self) -> bool:
+        """Every rule types the classes it makes in its own actions (``rule_compiler.keeps_type``)
+        and none has a Python half: no typing rules need to run after them."""
+        return not self.python_specs and all(s.typed_in_actions for s in self.specs if s.commands)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, start: float | None = None) -> SaturationReport:

@@ -176,6 +176,9 @@ def defop(name: str, num_inputs: int | None, attrs: Mapping[str, Any] | None,
     record.type_relation = type_relation
     record.kernel = run_kernel
     record.extra["resolved_kernel"] = kernel  # takes attrs already resolved (fused ops call it)
+    # the type is the numpy broadcast of the operands' types, in their (one) dtype: a tree of such
+    # ops has the broadcast of its leaves' types (relaygraph.egraph.rule_compiler.keeps_type)
+    record.extra["broadcast_of_operands"] = bool(getattr(rel, "broadcast_of_operands", False))
     record.flops = op_flops
     record.bytes = op_bytes
     record.infer_inputs = infer if infer_inputs is not None else None

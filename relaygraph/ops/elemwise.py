@@ -74,6 +74,10 @@ def identity_rel(args, a):
     return tensor_arg(args[0], 0)
 
 
+# The op's type is the broadcast of its operands' types, their dtype kept (``BROADCAST_OF_OPERANDS``).
+identity_rel.broadcast_of_operands = True
+
+
 def _broadcast_rel(out_dtype=None):
     def rel(args, a):
         x, y = tensor_arg(args[0], 0), tensor_arg(args[1], 1)
@@ -85,6 +89,7 @@ def _broadcast_rel(out_dtype=None):
         except ShapeError as exc:
             raise ShapeError(f"{exc}: cannot broadcast {fmt(x)} with {fmt(y)}") from None
         return TensorType(shape, out_dtype or dtype)
+    rel.broadcast_of_operands = out_dtype is None  # see identity_rel
     return rel
 
 
