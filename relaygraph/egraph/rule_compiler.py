@@ -7,12 +7,12 @@ become egglog. ``compile_rule(rule)`` gives a ``CompiledRule``:
   attribute tables, the let analyses' sorts). Several rules give some of the same commands:
   run each distinct command once, in first-seen order (``program`` does).
 - ``commands``: the egglog ``rule`` command(s), with ``:ruleset`` and ``:name``.
-- ``typed_in_actions``: compiled with ``typed_actions=True`` (as saturation compiles rules), a rule
-  whose right side keeps its left side's type by construction (``keeps_type``) types the classes
-  it makes in its own actions: each new inner term's ``Ty`` is unioned with its signature there,
-  as the typing rules would do in a run of their own after the rules, and its root, whose type is
-  the matched class's, is not typed again. Saturation runs no typing rules in an iteration whose
-  rules all do this. The commands then name ``Sig:<ctor>`` (the bridge declares it with the
+- ``typed_in_actions``: compiled with ``typed_actions=True`` (as saturation compiles the rules of
+  a run that all keep types), a rule whose right side keeps its left side's type by construction
+  (``keeps_type``) types the classes it makes in its own actions: each new inner term's ``Ty``
+  is unioned with its signature there, as the typing rules would do in a run of their own after
+  the rules, and its root, whose type is the matched class's, is not typed again. Saturation then
+  runs no typing rules. The commands name ``Sig:<ctor>`` (the bridge declares it with the
   constructor); plain egglog without the bridge's typing machinery takes the untyped commands.
 
 A left side becomes query facts ``(= ?root <term>)``: a pattern variable is the egglog
@@ -80,7 +80,6 @@ class CompiledRule:
     declarations: list[str]
     commands: list[str]
     typed_in_actions: bool = False
-
 
 
 def egg_str(text: str) -> str:
