@@ -1324,3 +1324,38 @@ def test_paired_ratio_is_the_median_of_the_rounds_ratios():
         paired_ratio([1.0], [1.0, 2.0])
     with pytest.raises(rg.RelayError, match="at least one"):
         paired_ratio([], [])
+
+
+def test_profile_shows_a_layout_change_copy_on_the_instruction_that_makes_it(model):
+    """A transpose between NCHW and NHWC is a view in the executor; its reader makes the copy the
+    model prices on the transpose, so rg.profile predicts the copy on the reader's row."""
+    from relaygraph.egraph import program_profile as pp
+
+    x = rg.var("x", shape=(1, 8, 16, 16))
+    t = rg.op.transpose(x, axes=[0, 2, 3, 1])
+
+    def steps_and_own(body):
+        typed = rg.infer_type(rg.IRModule.from_expr(rg.Function([x], body)))
+        types = typed.checked_types
+        steps = pp._steps(typed["main"], typed, model)
+        own = [model(s.node.op.name, s.node.attrs, [types.type_of(a) for a in s.node.args],
+                     types.type_of(s.node)) for s in steps]
+        return steps, own
+
+    steps, own = steps_and_own(rg.op.nn.relu(t))
+    assert [s.info[1] for s in steps] == ["transpose", "nn.relu"]
+    assert own[0] > model.profile.dispatch  # the model prices the copy on the transpose
+    assert steps[0].info[4] == pytest.approx(model.profile.dispatch)
+    assert steps[1].info[4] == pytest.approx(own[1] + own[0] - model.profile.dispatch)
+    assert sum(s.info[4] for s in steps) == pytest.approx(sum(own))  # the program's prediction
+    # read by two instructions (each reads the view): the transpose keeps its price
+    steps, own = steps_and_own(rg.op.add(rg.op.nn.relu(t), t))
+    assert [s.info[4] for s in steps] == pytest.approx(own)
+    # a transpose that changes no layout (a matrix's) keeps its price too
+    m = rg.var("m", shape=(6, 4))
+    body = rg.op.nn.relu(rg.op.transpose(m, axes=[1, 0]))
+    typed = rg.infer_type(rg.IRModule.from_expr(rg.Function([m], body)))
+    steps = pp._steps(typed["main"], typed, model)
+    types = typed.checked_types
+    assert steps[0].info[4] == pytest.approx(model("transpose", steps[0].node.attrs, [types.type_of(m)],
+                                                   types.type_of(steps[0].node)))
