@@ -36,7 +36,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "profile_file", "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind", "tile_waste", "traffic_elements", "broadcasts", "BROADCAST", "LAST_AXIS",
-           "grid_time", "TRANSPOSE_ROWS"]
+           "grid_time", "TRANSPOSE_ROWS", "layout_change"]
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
 # Winograd by shape; 5: fused depthwise ratios; 6: the 1x1 convolution's own fixed cost, in-program
@@ -523,6 +523,11 @@ def broadcasts(arg_types: Sequence) -> bool:
 _LAYOUT_CHANGES = {(0, 2, 3, 1): "transpose_nhwc", (0, 3, 1, 2): "transpose_nchw"}
 
 
+def layout_change(attrs: Mapping) -> str | None:
+    """The curve of a transpose (its attrs) that changes layout between NCHW and NHWC, else None."""
+    return _LAYOUT_CHANGES.get(tuple(attrs.get("axes") or ()))
+
+
 def _swaps_a_matrix(attrs: Mapping, arg_types: Sequence) -> bool:
     """A transpose of a matrix (rank 2, its two axes exchanged). It is a view here: a product
     reading it runs as on the matrix untransposed, so a (K, N) weight's saving (the fused matmul
@@ -890,7 +895,7 @@ class CpuCost:
         if op == "nn.conv2d_transpose":
             return self._conv2d_transpose(attrs, arg_types, out_type)
         if op == "transpose":
-            layout = _LAYOUT_CHANGES.get(tuple(attrs.get("axes") or ()))
+            layout = layout_change(attrs)
             if layout and self.profile.curve(layout):  # its consumer pays the permuting copy
                 return curve_at(self.profile.curve(layout), max(_numel(out_type), 1.0))
             if _swaps_a_matrix(attrs, arg_types) and self.profile.curve("copy_strided"):

@@ -245,7 +245,7 @@ def _layout_copies_to_consumers(steps: list[_Step], dispatch: float) -> None:
     The prediction of the copy moves to the consumer, the transpose keeping its dispatch; the
     program's prediction is unchanged. A transpose read by several instructions, or by none (a
     result), keeps it."""
-    from .cpu_cost import _LAYOUT_CHANGES
+    from .cpu_cost import layout_change
 
     readers: dict = {}
     for step in steps:
@@ -254,7 +254,7 @@ def _layout_copies_to_consumers(steps: list[_Step], dispatch: float) -> None:
     for step in steps:
         node = step.node
         if not (isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == "transpose"
-                and tuple(node.attrs.get("axes") or ()) in _LAYOUT_CHANGES):
+                and layout_change(node.attrs) is not None):
             continue
         users = readers.get(node, [])
         if len(users) != 1:
