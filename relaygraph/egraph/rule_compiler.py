@@ -401,6 +401,7 @@ def _typed_actions(root: str, rhs) -> list[str]:
     names: dict[int, str] = {}
     build = _Rhs(names, {})
     actions = []
+    made = 0  # inner terms let-bound so far
     for p in reversed(list(walk(rhs))):  # every node after its children
         if id(p) in names:
             continue
@@ -409,7 +410,7 @@ def _typed_actions(root: str, rhs) -> list[str]:
             continue
         if p is rhs:
             break
-        name = f"__t{sum(a.startswith('(let ') for a in actions)}"
+        name, made = f"__t{made}", made + 1
         actions.append(f"(let {name} {build.call(p)})")
         sig = [f"(Ty {names[id(a)]})" for a in p.args] + build.attr_parts(p)
         actions.append(f"(union (Ty {name}) (Sig:{op_constructor(lookup(p.op))} {' '.join(sig)}))")

@@ -51,7 +51,7 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
         rules = [rules]
     specs: list[RuleSpec] = []
     python: dict[str, object] = {}
-    typed: dict[int, list[str]] = {}  # spec index -> commands typing in their actions (keeps_type)
+    typed: dict[int, object] = {}  # spec index -> its rule, when it keeps types (keeps_type)
     for rule in rules:
         if isinstance(rule, str):
             specs.extend(_text_rules(rule, len(specs)))
@@ -60,7 +60,7 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
             compiled = compile_rule(rule)
             decls, commands = compiled.declarations, compiled.commands
             if keeps_type(rule):
-                typed[len(specs)] = compile_rule(rule, typed_actions=True).commands
+                typed[len(specs)] = rule
         elif hasattr(rule, "commands") and hasattr(rule, "name"):
             decls, commands = list(rule.declarations()), list(rule.commands())
         else:
@@ -78,8 +78,9 @@ def prepare_rules(rules) -> tuple[list[RuleSpec], dict[str, object]]:
     # rules do (saturation then runs no typing rules); among others, which the typing rules run
     # after anyway, typing it in the actions too would only do that work twice.
     if typed and not python and all(i in typed for i, s in enumerate(specs) if s.commands):
-        for i, commands in typed.items():
-            specs[i].commands, specs[i].typed_in_actions = commands, True
+        for i, rule in typed.items():
+            specs[i].commands = compile_rule(rule, typed_actions=True).commands
+            specs[i].typed_in_actions = True
     names = [s.name for s in specs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:

@@ -74,7 +74,8 @@ def identity_rel(args, a):
     return tensor_arg(args[0], 0)
 
 
-# The op's type is the broadcast of its operands' types, their dtype kept (``BROADCAST_OF_OPERANDS``).
+# The op's type is the broadcast of its operands' types, their dtype kept: defop records it as the
+# op's ``extra["broadcast_of_operands"]`` (read by relaygraph.egraph.rule_compiler.keeps_type).
 identity_rel.broadcast_of_operands = True
 
 
