@@ -9,6 +9,7 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 from ..ir.types import TensorType
 from ..ty.dims import dim_add, dim_floordiv, dim_mul, dim_sub, dims_equal, is_known
 from ._base import PatternKind, ShapeError, defop, fmt, numel, tensor_arg
+from .inplace import relu_in_place
 
 __all__ = ["pad4", "pair", "layout_perm", "conv2d_nchw", "to_canonical", "from_canonical"]
 
@@ -334,13 +335,12 @@ def depthwise_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
         if np.asarray(floor).dtype != x.dtype or np.shape(floor) != (c, 1, 1):
             return None
         floor = np.asarray(floor).reshape(c, 1)
-    zero = np.asarray(0, x.dtype)
 
     def epilogue(y, c0, c1):
         if bias is not None:
             y += bias[c0:c1]
-        if relu:
-            np.maximum(y, zero, out=y)
+        if relu:  # not np.maximum(y, 0): its scalar loop took 0.3 of 1.9 ms at 32x112x112
+            relu_in_place(y)
         if floor is not None:
             np.maximum(y, floor[c0:c1], out=y)
 
@@ -471,13 +471,12 @@ def depthwise_nhwc_with_epilogue(x, w, a, bias=None, relu=False, floor=None):
     for v in (bias, floor):
         if v is not None and (np.asarray(v).dtype != x.dtype or np.shape(v) != (c,)):
             return None
-    zero = np.asarray(0, x.dtype)
 
     def epilogue(y):
         if bias is not None:
             y += bias
         if relu:
-            np.maximum(y, zero, out=y)
+            relu_in_place(y)
         if floor is not None:
             np.maximum(y, floor, out=y)
 
