@@ -94,8 +94,12 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # 31: the epilogue ops and pools measured at 8M values too (``calibrate.LARGE_OPS``), where the
 # curves ended at 2M and priced VGG's largest activations as if they stayed in the cache; 32: a
 # convolution whose windows tile the image (stride = kernel, no padding) gathers its columns in
-# one transposing copy (0.54-0.96 of the time), and a patch embedding's shape is calibrated
-FORMAT = 32
+# one transposing copy (0.54-0.96 of the time), and a patch embedding's shape is calibrated; 33:
+# a depthwise convolution's relu epilogue on rows of zeros (numpy's scalar maximum took 0.3 of its
+# 1.9 ms at 32x112x112), sigmoid as scipy's logistic ufunc, and an add (subtract, multiply) then
+# unary steps fused without the general kernel's checks (at (1, 512) the fused add and sigmoid ran
+# slower than the two kernels apart): their curves and fused ratios change
+FORMAT = 33
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)

@@ -148,7 +148,19 @@ def _erf(x):
     return erf(x)
 
 
+_EXPIT: list = []  # scipy.special.expit, imported on first use
+
+
 def _sigmoid(x):
+    x = np.asarray(x)
+    if x.dtype == np.float32 or x.dtype == np.float64:
+        # scipy's logistic ufunc: one pass, no overflow warning (0 and 1 at the ends); on (1, 512)
+        # float32 2.8 us against 9.5 for the seven whole-array steps below
+        if not _EXPIT:
+            from scipy.special import expit
+
+            _EXPIT.append(expit)
+        return _EXPIT[0](x)
     # 1 / (1 + e) for x >= 0 and e / (1 + e) below, with e = exp(-|x|) <= 1 so nothing overflows;
     # whole-array steps, 2-3x faster than selecting each sign's elements with a mask
     e = np.exp(-np.abs(x))

@@ -180,6 +180,14 @@ _IN_PLACE = {
 }
 
 
+# Elementwise anchors the fused kernel calls as their ufunc, and unary steps on the anchor's fresh
+# float result (the step's own kernel, in place where numpy allows it)
+_ELEMENTWISE_ANCHORS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+_UNARY_STEPS = {"nn.relu": relu_in_place, "tanh": lambda y: np.tanh(y, out=y),
+                "sigmoid": elemwise._sigmoid}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 # Anchors whose kernel returns a fresh array (np.matmul's result, or a view of it), never an input.
 _FRESH_PRODUCTS = ("nn.dense", "nn.matmul")
 
@@ -441,7 +449,29 @@ def _make(name: str, anchor: str | None, n_anchor: int, steps: list, extra_names
             y = done
         return _gelu_in_place(y) if gelu else y
 
-    kernel = lean_kernel if lean else general
+    # An elementwise anchor on two arrays of one float dtype, then unary steps: the anchor's ufunc
+    # makes a fresh result and each step runs on it directly, with none of the general path's
+    # checks. At (1, 512) those checks made add-then-sigmoid fused take 14.6 us against 10.9 for
+    # the add and sigmoid kernels apart.
+    elem_ufunc = _ELEMENTWISE_ANCHORS.get(anchor) if n_anchor == 2 and not gelu else None
+    unary = [_UNARY_STEPS.get(op) for op in step_ops] if elem_ufunc is not None else [None]
+
+    def elementwise_kernel(args, attrs):
+        a, b = args
+        if not (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype
+                and a.dtype in _FLOATS):
+            return general(args, attrs)
+        y = elem_ufunc(a, b)
+        if type(y) is not np.ndarray:  # 0-d inputs: numpy returns a scalar
+            y = np.asarray(y)
+        for step in unary:
+            y = step(y)
+        return y
+
+    if elem_ufunc is not None and None not in unary:
+        kernel = elementwise_kernel
+    else:
+        kernel = lean_kernel if lean else general
 
     def flops(arg_types, out_type, attrs):
         _, types = run_rel(arg_types, attrs)
