@@ -96,8 +96,8 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # convolution whose windows tile the image (stride = kernel, no padding) gathers its columns in
 # one transposing copy (0.54-0.96 of the time), and a patch embedding's shape is calibrated; 33:
 # a depthwise convolution's relu epilogue on rows of zeros (numpy's scalar maximum took 0.3 of its
-# 1.9 ms at 32x112x112), sigmoid as scipy's logistic ufunc, and an add (subtract, multiply) then
-# unary steps fused without the general kernel's checks (at (1, 512) the fused add and sigmoid ran
+# 1.9 ms at 32x112x112), sigmoid as scipy's logistic ufunc, and an add or multiply then unary
+# steps fused without the general kernel's checks (at (1, 512) the fused add and sigmoid ran
 # slower than the two kernels apart): their curves and fused ratios change
 FORMAT = 33
 PROFILE_STEM = "cpu-profile"

@@ -21,7 +21,7 @@ from ._base import (
 )
 from .inplace import relu
 
-__all__ = ["broadcast_shapes", "identity_rel"]
+__all__ = ["broadcast_shapes", "identity_rel", "sigmoid"]
 
 F32 = "float32"
 
@@ -151,7 +151,8 @@ def _erf(x):
 _EXPIT: list = []  # scipy.special.expit, imported on first use
 
 
-def _sigmoid(x):
+def sigmoid(x):
+    """The logistic function of ``x`` in its dtype (``sigmoid``'s kernel; the fused kernels' step)."""
     x = np.asarray(x)
     if x.dtype == np.float32 or x.dtype == np.float64:
         # scipy's logistic ufunc: one pass, no overflow warning (0 and 1 at the ends); on (1, 512)
@@ -228,7 +229,7 @@ _UNARY = {
     "log": (np.log, "positive", 1, False),
     "sqrt": (np.sqrt, "positive", 1, False),
     "rsqrt": (lambda x: 1.0 / np.sqrt(x), "positive", 2, False),
-    "sigmoid": (_sigmoid, "any", 4, False),
+    "sigmoid": (sigmoid, "any", 4, False),
     "tanh": (np.tanh, "any", 1, False),
     "erf": (_erf, "any", 1, False),
     "floor": (np.floor, "any", 1, False),

@@ -182,9 +182,9 @@ _IN_PLACE = {
 
 # Elementwise anchors the fused kernel calls as their ufunc, and unary steps on the anchor's fresh
 # float result (the step's own kernel, in place where numpy allows it)
-_ELEMENTWISE_ANCHORS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+_ELEMENTWISE_ANCHORS = {"add": np.add, "multiply": np.multiply}
 _UNARY_STEPS = {"nn.relu": relu_in_place, "tanh": lambda y: np.tanh(y, out=y),
-                "sigmoid": elemwise._sigmoid}
+                "sigmoid": elemwise.sigmoid}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
