@@ -10,9 +10,13 @@ programs are both timed by the process's CPU time, which other work on a shared 
 far less than the wall clock (the wall-clock medians are printed beside them). Measured times are
 medians of alternated runs of the original and the optimized program, and a measured speedup is
 the median of the two programs' ratios round by round (``paired_ratio``: this machine's speed
-changes state within seconds, and the rounds' ratios move far less with it), each model in its own
-process (with the profile calibrated here): a small program measured after large ones in one
-process measured differently (residual-mlp's speedup 1.15x there twice, 1.05-1.10x run alone or
+changes state within seconds, and the rounds' ratios move far less with it). A state can last
+through a whole measurement, and it moves a speedup: DCGAN's measured 1.62x once where three
+measurements minutes later gave 1.28-1.30x (predicted 1.31x), and VGG-11's rounds' ratios ranged
+1.40-2.01. So each model is measured in three windows ten seconds apart, and each figure is the
+median of the windows' (the windows' speedups are printed at the end of the row). Each model runs
+in its own process (with the profile calibrated here): a small program measured after large ones
+in one process measured differently (residual-mlp's speedup 1.15x there twice, 1.05-1.10x run alone or
 after one other model). CPU time still moves with the load (the other core's work shares the
 caches and memory), so a probe (``calibrate.Probe``: a few fixed kernels, also taken while
 calibrating) runs alternated with the programs: "probe" is its time now over its time during
@@ -57,11 +61,20 @@ def _row(name: str, options: dict, args, clock, probe, calibrated: float) -> dic
     optimized = rg.infer_type(res.module)
     inputs = random_inputs(bound, 0)
     load = os.getloadavg()[0]
-    samples: list = []
-    walls: list = []
-    (before, _), (wall_before, _), now = time_programs(
-        [bound, optimized], inputs, args.runs, args.budget, clock, probe=probe, samples=samples,
-        wall_samples=walls)
+    # in windows apart in time, each the programs' alternated rounds; a figure is the median of
+    # the windows' (see the module's docstring)
+    windows = []
+    for w in range(args.windows):
+        if w:
+            time.sleep(args.gap)
+        samples: list = []
+        walls: list = []
+        (before, _), (wall_before, _), now = time_programs(
+            [bound, optimized], inputs, args.runs, args.budget, clock, probe=probe, samples=samples,
+            wall_samples=walls, warm_up=w == 0)
+        windows.append((before, wall_before, now, paired_ratio(*samples), paired_ratio(*walls)))
+    before, wall_before, now, speedup, wall_speedup = (statistics.median(v)
+                                                       for v in zip(*windows, strict=True))
     pred_before, pred_after = predict(bound), predict(optimized)
     try:
         lat_before = program_cost(bound, "main", "latency")
@@ -70,9 +83,9 @@ def _row(name: str, options: dict, args, clock, probe, calibrated: float) -> dic
         print(f"  ({name}: no latency figure: {exc})")
         lat_before = lat_after = float("nan")
     return {"model": name, "measured": before, "predicted": pred_before, "wall": wall_before,
-            "slower": now / calibrated,
-            "speedup": paired_ratio(*samples), "pred_speedup": pred_before / pred_after,
-            "wall_speedup": paired_ratio(*walls), "lat_time": lat_before,
+            "slower": now / calibrated, "window_speedups": [w[3] for w in windows],
+            "speedup": speedup, "pred_speedup": pred_before / pred_after,
+            "wall_speedup": wall_speedup, "lat_time": lat_before,
             "lat_speedup": lat_before / lat_after if lat_after else float("nan"),
             "load": (load + os.getloadavg()[0]) / 2}
 
@@ -93,6 +106,7 @@ def _measure_one(name: str, args) -> int:
 def _in_own_process(name: str, args) -> dict:
     """``name``'s row, measured in a process of its own on this run's profile."""
     options = ["--models", name, "--runs", str(args.runs), "--budget", str(args.budget),
+               "--windows", str(args.windows), "--gap", str(args.gap),
                "--time-limit", str(args.time_limit)] + (["--small"] if args.small else [])
     row, code = json_from_child(__file__, [*options, "--profile-dir", os.environ["RELAYGRAPH_PROFILE_DIR"]],
                                 "--row-out")
@@ -103,10 +117,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", help="comma-separated zoo models (default: all)")
     parser.add_argument("--small", action="store_true", help="the models' small configurations")
-    # a round's ratio of the two programs ranged 1.40-2.01 on VGG-11 (one thread): the median of 9
-    # rounds measured its speedup 1.85x where five measurements of 21 rounds gave 1.76-1.79x
-    parser.add_argument("--runs", type=int, default=15, help="alternated timed runs of each program")
-    parser.add_argument("--budget", type=float, default=8.0, help="seconds of extra runs for small programs")
+    parser.add_argument("--runs", type=int, default=7,
+                        help="alternated timed runs of each program per window")
+    parser.add_argument("--budget", type=float, default=4.0,
+                        help="seconds of extra runs for small programs per window")
+    parser.add_argument("--windows", type=int, default=3, help="measurement windows per model")
+    parser.add_argument("--gap", type=float, default=10.0, help="seconds between a model's windows")
     parser.add_argument("--time-limit", type=float, default=30.0, help="saturation seconds per model")
     parser.add_argument("--quick", action="store_true", help="the quick calibration (coarse)")
     parser.add_argument("--profile-dir", help="reuse (or make) the profile here instead of calibrating anew")
@@ -134,7 +150,7 @@ def main() -> int:
     head = (f"{'model':<16} {'measured ms':>11} {'cpu pred ms':>11} {'error':>7} {'probe':>5} "
             f"{'adj.err':>7} | {'speedup':>7} "
             f"{'cpu pred':>8} {'diff':>6} | {'wall ms':>8} {'wall spd':>8} | {'latency ms':>10} "
-            f"{'lat. spd':>8} | {'load':>4}")
+            f"{'lat. spd':>8} | {'load':>4} | windows' speedups")
     print(head)
     print("-" * len(head))
     rows, started = [], time.perf_counter()
@@ -152,7 +168,8 @@ def main() -> int:
               f"{'' if abs(adj) <= TIME_TARGET else '!'} | {row['speedup']:>6.2f}x "
               f"{row['pred_speedup']:>7.2f}x {diff:>+6.2f}{'' if abs(diff) <= SPEEDUP_TARGET else '!'} | "
               f"{row['wall'] * 1e3:>8.2f} {row['wall_speedup']:>7.2f}x | {row['lat_time'] * 1e3:>10.3f} "
-              f"{row['lat_speedup']:>7.2f}x | {row['load']:>4.1f}", flush=True)
+              f"{row['lat_speedup']:>7.2f}x | {row['load']:>4.1f} | "
+              f"{' '.join(f'{w:.2f}' for w in row['window_speedups'])}", flush=True)
     within = sum(abs(r["predicted"] / r["measured"] - 1) <= TIME_TARGET for r in rows)
     within_adj = sum(abs(r["predicted"] * r["slower"] / r["measured"] - 1) <= TIME_TARGET for r in rows)
     close = sum(abs(r["pred_speedup"] - r["speedup"]) <= SPEEDUP_TARGET for r in rows)
