@@ -484,6 +484,8 @@ def _by_parts(graph: ExtractionGraph, pieces: Split, start_time: float, time_lim
     proven, solved, lower, notes = 0, 0, -math.inf, {}
     statuses: list[str] = []
     solvers: Counter[str] = Counter()
+    whole = warm_start if warm_start is not None else greedy_dag(graph)
+    progress.add(whole.dag_cost)  # the trace starts at the whole start, as without parts
     for part in pieces.parts:
         sub = pieces.build(graph, part, costs)
         now = time.perf_counter()
@@ -521,7 +523,6 @@ def _by_parts(graph: ExtractionGraph, pieces: Split, start_time: float, time_lim
         else:
             costs[part.root] = result.dag_cost
             lost[part.root] = result.dag_cost - bound + slack
-    whole = warm_start if warm_start is not None else greedy_dag(graph)
     cost = check(graph, {k: choice[k] for k in needed_classes(graph, choice)})
     if cost > whole.dag_cost:  # (cannot happen when every part is proved; guards rounding)
         choice, cost = whole.choice, whole.dag_cost
