@@ -927,7 +927,8 @@ def test_fused_dense_ratios_are_timed_alternated_with_the_dense_kernel():
     cal = _Calibration(quick=True, progress=False)
     seen = []
 
-    def cold_times(calls, weight=1, repeats=None):
+    def cold_times(calls, weight=1, repeats=None, deep=False):
+        assert deep  # read over the whole cache (a layout ratio: see calibrate.COLD_BYTES)
         seen.append([(kernel, args[weight].shape) for kernel, args, _ in calls])
         return [2.0, 1.0]
 

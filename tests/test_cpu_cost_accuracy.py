@@ -28,6 +28,51 @@ def test_cold_weights_rotate_over_more_bytes_than_the_cache():
     assert 1 < len(tiny) <= calibrate.MAX_COPIES
 
 
+def test_deep_cold_reads_cover_the_cache_and_alternated_kernels_read_apart(monkeypatch):
+    # a layout ratio's weights rotate over the reported cache (views of one pool, no copies),
+    # and two kernels alternated over the pool never read the same view in turn
+    monkeypatch.setattr(calibrate, "cache_bytes", lambda level=None: 96 << 20)
+    cal = calibrate._Calibration(quick=False, progress=False)
+    assert cal.cold_bytes == 96 << 20
+    assert calibrate.cold_bytes() == 96 << 20
+    weight = np.ones((512, 512), np.float32)  # 1 MB
+    reads: list = [[], []]
+
+    def reader(i):
+        def kernel(args, attrs):
+            w = args[1]
+            assert w.shape == weight.shape and w.dtype == weight.dtype
+            reads[i].append(w.__array_interface__["data"][0])
+        return kernel
+
+    fns = [cal._rotating(reader(i), [np.zeros((1, 512), np.float32), weight], {}, 1, deep=True, share=i / 2)
+           for i in range(2)]
+    for _ in range(200):
+        fns[0]()
+        fns[1]()
+    assert cal._pool is not None and cal._pool.nbytes >= cal.cold_bytes
+    first = sorted(set(reads[0]))
+    assert len(first) * weight.nbytes >= cal.cold_bytes  # every view read, the cache's bytes in all
+    assert all(b - a >= weight.nbytes for a, b in zip(first, first[1:], strict=False))  # apart
+    pool = cal._pool.__array_interface__["data"][0]
+    assert all(pool <= a < pool + cal._pool.nbytes for a in first)  # views, not copies
+    assert all(a != b for a, b in zip(reads[0], reads[1], strict=True))
+    far = [abs(a - b) for a, b in zip(reads[0], reads[1], strict=True)]
+    assert min(far) >= cal.cold_bytes // 4  # half the way round, give or take the turn
+    # the quick calibration and a float64 weight keep copies over COLD_BYTES
+    quick = calibrate._Calibration(quick=True, progress=False)
+    seen: set = set()
+    quick._rotating(lambda a, k: seen.add(id(a[1])), [np.zeros((1, 512), np.float32), weight], {}, 1,
+                    deep=True)
+    assert quick._pool is None
+    doubles: set = set()
+    call = calibrate._rotating(lambda a, k: doubles.add(id(a[1])), [np.zeros((1, 512)), np.ones((512, 512))],
+                               {}, 1, cal._pool, cal.cold_bytes)
+    for _ in range(3):
+        call()
+    assert len(doubles) == 3
+
+
 def test_full_calibration_measures_small_inputs_and_split():
     cal = calibrate._Calibration(quick=False, progress=False)
     assert min(cal.sizes) <= 16  # a four-element chain's kernels cost less than a 256-element one's

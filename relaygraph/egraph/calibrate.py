@@ -73,7 +73,14 @@ from .cpu_cost import (
 __all__ = ["calibrate", "measure", "measure_alternated", "Probe", "CalibrationWarning", "probe_spread"]
 
 F32 = np.float32
-COLD_BYTES = 48 << 20  # more than the last-level caches of the machines this runs on
+# A weight read cold rotates over copies of it that together overflow the last-level cache:
+# COLD_BYTES of them for the profile's rows. That much can stay in a larger cache: on a machine
+# reporting 480 MB, a 1x4096 by 4096x4096 product ran 2.45 ms on one 64 MB weight, 3.6 ms over two
+# copies and 4.1-4.2 ms over 256 MB or more, as in VGG-19's program. Ratios between two layouts
+# of a weight are measured over the cache's whole size (``cold_bytes``, up to COLD_BYTES_MAX), as
+# a large program reads its weights; views of one pool stand for the copies (``_cold_pool``).
+COLD_BYTES = 48 << 20
+COLD_BYTES_MAX = 1 << 30
 MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
@@ -295,9 +302,10 @@ def _work(name: str, arrays: list, out, attrs) -> float:
     return float(max(sizes))
 
 
-def _cycling(kernel, sets: list, attrs):
-    """A call of ``kernel`` on the next of ``sets`` (argument lists) each time, in turn."""
-    turn = [-1]
+def _cycling(kernel, sets: list, attrs, start: int = 0):
+    """A call of ``kernel`` on the next of ``sets`` (argument lists) each time, in turn, from
+    ``start``."""
+    turn = [start % len(sets) - 1]
 
     def call():
         turn[0] = (turn[0] + 1) % len(sets)
@@ -305,12 +313,34 @@ def _cycling(kernel, sets: list, attrs):
     return call
 
 
-def _rotating(kernel, args: list, attrs, weight: int):
+def cold_bytes() -> int:
+    """Bytes of the copies a cold read rotates over on this machine (see ``COLD_BYTES``)."""
+    return max(COLD_BYTES, min(cache_bytes(), COLD_BYTES_MAX))
+
+
+def _cold_pool(rng, nbytes: int) -> np.ndarray:
+    """``nbytes`` of float32 values (a random block repeated) for weights read cold: views of
+    it stand for copies of a weight, so a cold read of a large cache costs no copying per
+    measurement (timing does not depend on a weight's values)."""
+    return np.resize(_rand(rng, 1 << 18), nbytes // 4)
+
+
+def _rotating(kernel, args: list, attrs, weight: int, pool: np.ndarray | None = None,
+              total: int = COLD_BYTES, share: float = 0.0):
     """A call of ``kernel`` that rotates over copies of ``args[weight]`` whose bytes together
-    overflow the cache, so each call reads the weight cold."""
-    copies = max(1, min(MAX_COPIES, math.ceil(COLD_BYTES / max(args[weight].nbytes, 1))))
-    sets = [args[:weight] + [args[weight].copy()] + args[weight + 1:] for _ in range(copies)]
-    return _cycling(kernel, sets, attrs)
+    (``total``) overflow the cache, so each call reads the weight cold. A float32 weight's
+    copies are distinct views of ``pool`` (64-byte aligned) when it holds them all; ``share`` of
+    the way round is where its rotation starts, so that kernels alternated over one pool never
+    read the views another has just read."""
+    w = args[weight]
+    copies = max(1, min(MAX_COPIES, math.ceil(total / max(w.nbytes, 1))))
+    step = -(-w.size // 16) * 16  # each view on its own cache lines
+    if pool is not None and w.dtype == F32 and copies * step <= pool.size:
+        weights = [pool[i * step:i * step + w.size].reshape(w.shape) for i in range(copies)]
+    else:
+        weights = [w.copy() for _ in range(copies)]
+    sets = [args[:weight] + [c] + args[weight + 1:] for c in weights]
+    return _cycling(kernel, sets, attrs, int(share * len(sets)))
 
 
 def time_in_place(plan, values: list, runs: int, clock) -> list[list[float]]:
@@ -367,6 +397,8 @@ class _Calibration:
         # samples per alternated ratio in each pass: a full calibration measures each twice
         self.ratio_repeats = self.repeats if quick else 3
         self._programs: list | None = None
+        self.cold_bytes = cold_bytes()
+        self._pool: np.ndarray | None = None  # weights' copies for deep cold reads (see _rotating)
         specs = _curve_specs()
         self.specs = specs
         self.large = [] if quick else [LARGE_SIZE]  # the sizes LARGE_OPS add to their curves
@@ -398,13 +430,26 @@ class _Calibration:
         once a run: the calls rotate over copies of the weight that together overflow the cache.
         The copies' bytes, not their number, must exceed the cache: sixteen copies of a 1 MB weight
         stay in a 32 MB last-level cache and ran twice as fast as the same weight read cold."""
-        return measure(_rotating(kernel, args, attrs, weight), self.repeats, self.min_seconds, self.timer)
+        return measure(self._rotating(kernel, args, attrs, weight), self.repeats, self.min_seconds,
+                       self.timer)
 
-    def cold_times(self, calls: list, weight: int = 1, repeats: int | None = None) -> list[float]:
+    def _rotating(self, kernel, args: list, attrs, weight: int, deep: bool = False, share: float = 0.0):
+        """``_rotating`` over COLD_BYTES; with ``deep`` (a full calibration's layout ratios), over
+        the whole last-level cache (``cold_bytes``), the copies views of one pool."""
+        if not deep or self.quick:
+            return _rotating(kernel, args, attrs, weight)
+        if self._pool is None:  # made on the first deep read, dropped after them (see fused)
+            self._pool = _cold_pool(np.random.default_rng(1), self.cold_bytes + (64 << 20))
+        return _rotating(kernel, args, attrs, weight, self._pool, self.cold_bytes, share)
+
+    def cold_times(self, calls: list, weight: int = 1, repeats: int | None = None,
+                   deep: bool = False) -> list[float]:
         """Seconds of each ``(kernel, args, attrs)`` in ``calls`` with ``args[weight]`` read cold
-        (as ``cold_time``), their samples alternated (``measure_alternated``): for ratios between
-        kernels on the same inputs; ``repeats`` samples of each (default: the calibration's)."""
-        fns = [_rotating(kernel, args, attrs, weight) for kernel, args, attrs in calls]
+        (as ``cold_time``; ``deep``, over the whole cache, see ``_rotating``), their samples
+        alternated (``measure_alternated``): for ratios between kernels on the same inputs;
+        ``repeats`` samples of each (default: the calibration's)."""
+        fns = [self._rotating(kernel, args, attrs, weight, deep, i / len(calls))
+               for i, (kernel, args, attrs) in enumerate(calls)]
         return measure_alternated(fns, repeats or self.repeats, self.min_seconds, self.timer)
 
     def step(self, info: str, n: int = 1) -> None:
@@ -948,8 +993,12 @@ class _Calibration:
             arrays = [x, weight, bias] if "bias" in name else [x, weight]
             fk, fattrs = _call(name, arrays)
             dk, dattrs = _call("nn.dense", [x, w])
+            # read from memory, not a large cache: at 128x768x768-3072 the (K, N) layout ran
+            # 1.09-1.15x the (N, K) one so, where 48 MB of copies stayed in a 480 MB cache and
+            # priced the two alike (BERT-base's products were extracted as matmuls and measured
+            # 1.13-1.18x their prediction in the program, the dense ones 1.05-1.10x)
             t, fused_t = self.cold_times([(dk, [x, w], dattrs), (fk, arrays, fattrs)],
-                                         repeats=self.ratio_repeats)
+                                         repeats=self.ratio_repeats, deep=True)
             return [fused_t / t]
 
         for m, n, k in self._dense_fused_shapes():
@@ -957,6 +1006,7 @@ class _Calibration:
                 self.ratios(functools.partial(ratio, name, m, n, k), [rows[name]], (m, n, k))
             self.step(f"fused dense {m}x{n}x{k}")
         self.confirm("fused dense")
+        self._pool = None  # the deep reads are done
         for name, measured in rows.items():
             self.data["fused"].setdefault(name, []).extend(measured)
         # measured per shape against their anchor (above, and in conv())

@@ -98,8 +98,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # a depthwise convolution's relu epilogue on rows of zeros (numpy's scalar maximum took 0.3 of its
 # 1.9 ms at 32x112x112), sigmoid as scipy's logistic ufunc, and an add or multiply then unary
 # steps fused without the general kernel's checks (at (1, 512) the fused add and sigmoid ran
-# slower than the two kernels apart): their curves and fused ratios change
-FORMAT = 33
+# slower than the two kernels apart): their curves and fused ratios change; 34: the fused dense
+# and matmul ops' ratios over the dense kernel timed with their weights read over the whole
+# last-level cache, where a 480 MB one kept the copies warm and priced the (K, N) layout as the
+# (N, K) one (read from memory, 1.09-1.15x it at 128x768x768-3072)
+FORMAT = 34
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
