@@ -1218,9 +1218,12 @@ def test_in_program_factors_leave_out_arithmetic_bound_kernels():
     model = cpu_cost.CpuCost(cpu_cost.Profile({"dispatch": 0.0, "gemm": [], "bmm": [], "conv": [],
                                                **run.data, "key": {}}))
     attention = calibrate._Calibration(quick=False, progress=False)._synthetic_programs()[2]
-    factors = run._in_program_round([attention], model)
-    assert "add" in factors and "kind:elementwise" in factors
-    assert "erf" not in factors
+    # one round's looped add can meet a spell of other work and look arithmetic-bound (the
+    # calibration takes the median of many rounds): the adds count in most of three rounds
+    rounds = [run._in_program_round([attention], model) for _ in range(3)]
+    assert sum("add" in factors for factors in rounds) >= 2
+    assert all("kind:elementwise" in factors for factors in rounds)
+    assert not any("erf" in factors for factors in rounds)
     assert model.profile.curve("erf")  # (priced: the erf curve is there, only its factor is the kind's)
 
 
