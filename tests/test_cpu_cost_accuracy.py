@@ -31,10 +31,22 @@ def test_cold_weights_rotate_over_more_bytes_than_the_cache():
 def test_deep_cold_reads_cover_the_cache_and_alternated_kernels_read_apart(monkeypatch):
     # a layout ratio's weights rotate over the reported cache (views of one pool, no copies),
     # and two kernels alternated over the pool never read the same view in turn
+    assert calibrate._available_bytes() > 0  # the OS says how much memory is free
     monkeypatch.setattr(calibrate, "cache_bytes", lambda level=None: 96 << 20)
+    monkeypatch.setattr(calibrate, "_available_bytes", lambda: 8 << 30)
     cal = calibrate._Calibration(quick=False, progress=False)
     assert cal.cold_bytes == 96 << 20
     assert calibrate.cold_bytes() == 96 << 20
+    # bounded by a quarter of the free memory (never under COLD_BYTES), and by COLD_BYTES_MAX
+    monkeypatch.setattr(calibrate, "_available_bytes", lambda: 256 << 20)
+    assert calibrate.cold_bytes() == 64 << 20
+    monkeypatch.setattr(calibrate, "_available_bytes", lambda: 64 << 20)
+    assert calibrate.cold_bytes() == calibrate.COLD_BYTES
+    monkeypatch.setattr(calibrate, "_available_bytes", lambda: 0)  # unknown: the cache's bytes
+    assert calibrate.cold_bytes() == 96 << 20
+    monkeypatch.setattr(calibrate, "cache_bytes", lambda level=None: 64 << 30)
+    assert calibrate.cold_bytes() == calibrate.COLD_BYTES_MAX
+    monkeypatch.setattr(calibrate, "cache_bytes", lambda level=None: 96 << 20)
     weight = np.ones((512, 512), np.float32)  # 1 MB
     reads: list = [[], []]
 

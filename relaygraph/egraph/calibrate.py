@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import statistics
 import sys
 import time
@@ -313,9 +314,19 @@ def _cycling(kernel, sets: list, attrs, start: int = 0):
     return call
 
 
+def _available_bytes() -> int:
+    """Bytes of memory free now as the OS reports it (0 when it says nothing)."""
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
 def cold_bytes() -> int:
-    """Bytes of the copies a cold read rotates over on this machine (see ``COLD_BYTES``)."""
-    return max(COLD_BYTES, min(cache_bytes(), COLD_BYTES_MAX))
+    """Bytes of the copies a cold read rotates over on this machine (see ``COLD_BYTES``): the
+    reported cache, at most COLD_BYTES_MAX and a quarter of the memory free now."""
+    room = _available_bytes() // 4 or COLD_BYTES_MAX
+    return max(COLD_BYTES, min(cache_bytes(), COLD_BYTES_MAX, room))
 
 
 def _cold_pool(rng, nbytes: int) -> np.ndarray:
