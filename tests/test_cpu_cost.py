@@ -1206,22 +1206,24 @@ def test_a_fused_winograd_kernel_costs_the_plain_one_and_its_epilogue(model):
     assert fused == pytest.approx(plain + bias + relu)
 
 
-def test_in_program_factors_leave_out_arithmetic_bound_kernels():
+def test_in_program_factors_leave_out_arithmetic_bound_kernels(monkeypatch):
     # erf over a transformer's expansion takes ~3 ms looped, of which moving its data is ~26 us:
     # its time in a program less its looped time is noise of the arithmetic, which over those
     # 26 us gave factors from 0.5 to 2.6. It is left out (and takes its kind's factor); the adds,
     # which are all data movement, set theirs
     from relaygraph.egraph import calibrate
 
+    # the block's one (128, 768) add took 19-21 us looped on a fast machine, about the least time
+    # an op needs to set a factor at all: that rule is not what this test is about
+    monkeypatch.setattr(calibrate, "_MIN_LOOPED_SECONDS", 5e-6)
+
     run = calibrate._Calibration(quick=True, progress=False)
     run.curves()
     model = cpu_cost.CpuCost(cpu_cost.Profile({"dispatch": 0.0, "gemm": [], "bmm": [], "conv": [],
                                                **run.data, "key": {}}))
     attention = calibrate._Calibration(quick=False, progress=False)._synthetic_programs()[2]
-    # one round's looped add can meet a spell of other work and look arithmetic-bound (the
-    # calibration takes the median of many rounds): the adds count in most of three rounds
     rounds = [run._in_program_round([attention], model) for _ in range(3)]
-    assert sum("add" in factors for factors in rounds) >= 2
+    assert all("add" in factors for factors in rounds)
     assert all("kind:elementwise" in factors for factors in rounds)
     assert not any("erf" in factors for factors in rounds)
     assert model.profile.curve("erf")  # (priced: the erf curve is there, only its factor is the kind's)

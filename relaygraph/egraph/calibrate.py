@@ -86,6 +86,9 @@ MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, f
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
 _MEMORY_SHARE = 0.2
+# A kind or op whose instructions in a round's programs took less than this in all, looped, sets no
+# in-program factor of its own (see _in_program_round)
+_MIN_LOOPED_SECONDS = 2e-5
 # Two passes' measurements of a ratio between kernels further apart than this get a third (see
 # _Calibration.confirm); the same kernels' ratio at 128x768x768 ranged 0.97-1.18 over six
 # alternated measurements on a quiet machine
@@ -1160,7 +1163,7 @@ class _Calibration:
                     total[key] = total.get(key, 0.0) + looped
         # a kind (or op) whose kernels took microseconds in all says more about the clock than them
         return {k: min(max(1.0 + measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0 else 1.0
-                for k in measured if total[k] > 2e-5}
+                for k in measured if total[k] > _MIN_LOOPED_SECONDS}
 
     def _synthetic_programs(self) -> list:
         """Two residual stages, a fire module and a transformer-like block, built here (no zoo
