@@ -74,9 +74,12 @@ def test_deep_cold_reads_cover_the_cache_and_alternated_kernels_read_apart(monke
     # the quick calibration and a float64 weight keep copies over COLD_BYTES
     quick = calibrate._Calibration(quick=True, progress=False)
     seen: set = set()
-    quick._rotating(lambda a, k: seen.add(id(a[1])), [np.zeros((1, 512), np.float32), weight], {}, 1,
-                    deep=True)
+    call = quick._rotating(lambda a, k: seen.add(id(a[1])), [np.zeros((1, 512), np.float32), weight], {}, 1,
+                           deep=True)
+    for _ in range(2 * calibrate.COLD_BYTES // weight.nbytes):
+        call()
     assert quick._pool is None
+    assert len(seen) * weight.nbytes == calibrate.COLD_BYTES  # copies of the weight, COLD_BYTES of them
     doubles: set = set()
     call = calibrate._rotating(lambda a, k: doubles.add(id(a[1])), [np.zeros((1, 512)), np.ones((512, 512))],
                                {}, 1, cal._pool, cal.cold_bytes)
