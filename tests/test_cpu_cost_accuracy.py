@@ -200,3 +200,106 @@ def test_a_small_fused_op_is_not_inflated_by_its_anchors_factor():
     # (never above its parts run separately: CpuCost.fused_bound)
     bound = model.fused_bound("fused.add_relu", {}, [t, t], t) - model.profile.dispatch
     assert math.isclose(got, min(kernel + 2.0 * slowed, bound)) and got < 3.0 * kernel
+
+
+def test_an_elementwise_kernel_takes_the_in_program_factor_measured_at_its_size():
+    # one factor per op, faded from twice a core's cache to twelve times it (fitted on 512 KB),
+    # priced MobileNet's batch norms and relus on a 2 MB cache at 0.4-0.6x their time in the
+    # program from 2 MB of data up: factors measured by size replace the fade
+    from relaygraph.ir.types import TensorType
+
+    data = dict(cpu_cost.default_profile(progress=False).profile.data, core_cache_bytes=1 << 19)
+    data["in_program"] = {"kind:elementwise": 2.0, "nn.relu": 2.5, "kind:gemm": 1.3,
+                          "kind:elementwise@20": 2.0, "kind:elementwise@24": 1.0,
+                          "add@18": 3.0, "add@20": 2.0, "add@22": 1.5}
+    model = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    assert model.profile.in_program_size["kind:elementwise"] == [(2.0 ** 20, 2.0), (2.0 ** 24, 1.0)]
+    assert model.factor("nn.relu") == 2.5  # by op name, as before
+
+    def relu(values):  # input and output: 8 bytes a value
+        t = TensorType((1, values), "float32")
+        return [t], t
+
+    # the kind's factors by size (relu has none of its own): the end points' beyond them, linear in
+    # the log of the size between
+    assert model.program_factor("nn.relu", {}, *relu(1 << 14)) == (2.0, 1.0)
+    assert model.program_factor("nn.relu", {}, *relu(1 << 17)) == (2.0, 1.0)
+    assert model.program_factor("nn.relu", {}, *relu(1 << 19)) == (1.5, 1.0)
+    assert model.program_factor("nn.relu", {}, *relu(1 << 23)) == (1.0, 1.0)
+    # an op measured at three sizes or more takes its own (a fused op its anchor's)
+    x = TensorType((1, 1 << 17), "float32")  # three of them: 1.5 MB
+    assert model.program_factor("add", {}, [x, x], x) == (
+        cpu_cost.size_factor([(2.0 ** 18, 3.0), (2.0 ** 20, 2.0), (2.0 ** 22, 1.5)], 3 * 2 ** 19), 1.0)
+    assert model.program_factor("fused.add_relu", {}, [x, x], x) == model.program_factor("add", {}, [x, x], x)
+    assert 1.5 < model.program_factor("add", {}, [x, x], x)[0] < 2.0
+    # products keep their one factor
+    a = TensorType((128, 768), "float32")
+    assert model.program_factor("nn.dense", {}, [a, TensorType((768, 768), "float32")], a) == (1.3, 1.0)
+    # applied in full above the kernel's floor: large data pays nothing more than its looped time
+    big = relu(1 << 23)
+    kernel, floor = model.kernel("nn.relu", {}, *big), model.floor("nn.relu")
+    assert math.isclose(model("nn.relu", {}, *big), model.profile.dispatch + kernel)
+    small = relu(1 << 14)
+    kernel = model.kernel("nn.relu", {}, *small)
+    slowed = min(kernel - floor, model.memory_time(1 << 14))
+    assert math.isclose(model("nn.relu", {}, *small), model.profile.dispatch + kernel + slowed)
+    # without factors by size, the op's one factor and the fade (warm), as before
+    data["in_program"] = {"kind:elementwise": 2.0, "nn.relu": 2.5}
+    plain = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    assert plain.profile.in_program_size == {}
+    assert plain.program_factor("nn.relu", {}, *relu(1 << 14)) == (2.5, 1.0)
+    assert plain.program_factor("nn.relu", {}, *relu(1 << 23)) == (2.5, 0.0)
+
+
+def test_the_calibration_measures_in_program_factors_by_size_on_chains_of_several_sizes(monkeypatch):
+    from relaygraph.ir.expr import Call
+    from relaygraph.ir.traversal import iter_post_order
+
+    full = calibrate._Calibration(quick=False, progress=False)._synthetic_programs()
+    sizes = set()
+    for func, values in full:
+        for node in iter_post_order(func.body):
+            if isinstance(node, Call) and getattr(node.op, "name", None) == "nn.batch_norm":
+                sizes.add(values[0].size if node.args[0] is func.params[0] else None)
+    sizes.discard(None)
+    # from 16K values (a core's cache holds them) to 1M (4 MB, 8 MB with the output)
+    assert min(sizes) <= 1 << 14 and max(sizes) >= 1 << 20 and len(sizes) >= 6
+    # a quick calibration's rounds key factors by the size of the data too
+    monkeypatch.setattr(calibrate, "_MIN_LOOPED_SECONDS", 1e-6)
+    run = calibrate._Calibration(quick=True, progress=False)
+    run.curves()
+    run.in_program()
+    factors = run.data["in_program"]
+    by_size = cpu_cost._size_factors(factors)
+    assert len(by_size.get("kind:elementwise", [])) >= 2
+    assert all(key.rpartition(cpu_cost.SIZE_BIN)[0] not in ("kind:gemm", "kind:conv", "nn.dense", "nn.conv2d")
+               for key in factors if cpu_cost.SIZE_BIN in key)
+    assert all(0.5 <= f <= 3.0 for f in factors.values())
+    assert cpu_cost.size_bin(1 << 20) == 20 and cpu_cost.size_bin(3 << 19) == 21
+
+
+def test_a_tensor_times_a_scalar_is_priced_as_one_array_read():
+    # numpy reads one array, not two: on 150K values 14.5 against 36 us with a second array
+    from relaygraph.ir.types import TensorType
+
+    data = dict(cpu_cost.default_profile(progress=False).profile.data)
+    two, one = [[16.0, 2e-6], [1e6, 2e-3]], [[16.0, 1e-6], [1e6, 1e-3]]
+    data["curves"] = dict(data["curves"], multiply=two, add=two, **{f"multiply{cpu_cost.SCALAR}": one})
+    model = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    x, s, one = TensorType((64, 256), "float32"), TensorType((), "float32"), TensorType((1,), "float32")
+    same = model.kernel("add", {}, [x, x], x)
+    assert math.isclose(model.kernel("add", {}, [x, s], x), same / 2)
+    assert math.isclose(model.kernel("multiply", {}, [s, x], x), same / 2)  # either side
+    assert math.isclose(model.kernel("add", {}, [x, one], x), same / 2)
+    assert cpu_cost.with_scalar([x, s]) and not cpu_cost.with_scalar([x, x])
+    assert not cpu_cost.with_scalar([s, s]) and not cpu_cost.with_scalar([x])
+    # the curve is measured on a tensor and a scalar
+    (a, b), _ = calibrate._curve_specs()[f"multiply{cpu_cost.SCALAR}"](np.random.default_rng(0), 4096)
+    assert a.size == 4096 and b.ndim == 0
+
+
+def test_the_curves_have_a_point_every_doubling_where_data_outgrow_a_cores_cache():
+    sizes = calibrate.FULL_SIZES
+    assert calibrate._Calibration(quick=False, progress=False).sizes == sizes
+    middle = [n for n in sizes if 1 << 15 <= n <= 1 << 19]
+    assert middle == [1 << k for k in range(15, 20)] and max(sizes) >= 1 << 21

@@ -58,15 +58,19 @@ from .cpu_cost import (
     BROADCAST,
     DENSE_LIKE_ANCHORS,
     LAST_AXIS,
+    SCALAR,
+    SIZE_BIN,
     TRANSPOSE_ROWS,
     CpuCost,
     Profile,
     cache_bytes,
     clock_of,
     conv_features,
+    data_bytes,
     machine_key,
     profile_path,
     reset_default,
+    size_bin,
     timer,
     traffic_elements,
 )
@@ -236,6 +240,13 @@ DISTINCT_ELEMENTS = 1 << 21
 # under their time in both the original and the optimized program, the optimized one 5% low and
 # its speedup 0.03-0.14 high.
 LARGE_SIZE = 1 << 23
+
+# The curves' sizes in a full calibration: a point every doubling from 32K values to 512K, where
+# the data (two or three arrays of them) outgrow a core's second-level cache and a value's cost turns
+# (on a 2 MB cache a multiply took 0.24 ns a value at 150K and 0.49 at 262K). With a point every
+# eightfold there (32K, 262K), interpolated in log-log across that turn, the curves priced
+# ViT-SiMA's multiplies on 150K values at 1.45x their looped time and its relus on 393K at 0.85x.
+FULL_SIZES = [1 << 4, 1 << 8, 1 << 12, 1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 21]
 LARGE_OPS = ("add", "multiply", "nn.relu", "nn.bias_add", "nn.batch_norm", "nn.max_pool2d", "nn.avg_pool2d")
 
 
@@ -293,6 +304,9 @@ def _curve_specs() -> dict[str, Callable]:
     specs[f"add{BROADCAST}"] = lambda rng, n: (
         [_signed(rng, _rows(n, 256)), _signed(rng, (_rows(n, 256)[1],))], {})
     # a bias on the last axis of a dense's (rows, units) output: no 4-D reshape (1.9 against 2.6 us)
+    # a tensor times a scalar (a GELU's halves, an attention's scale): numpy reads one array, not
+    # two, and costs what a unary op does (on 150K values 14.5 against 36 us with a second array)
+    specs[f"multiply{SCALAR}"] = lambda rng, n: ([_signed(rng, _rows(n, 256)), np.asarray(0.5, F32)], {})
     specs[f"nn.bias_add{LAST_AXIS}"] = lambda rng, n: (
         [_signed(rng, _rows(n, 256)), _signed(rng, (_rows(n, 256)[1],))], {"axis": -1})
     del specs["concatenate"]
@@ -399,7 +413,7 @@ class _Calibration:
         self.rng = np.random.default_rng(0)
         self.repeats = 3 if quick else 5
         self.min_seconds = 5e-4 if quick else 3e-3
-        self.sizes = [1 << 10, 1 << 17] if quick else [1 << 4, 1 << 8, 1 << 12, 1 << 15, 1 << 18, 1 << 21]
+        self.sizes = [1 << 10, 1 << 17] if quick else list(FULL_SIZES)
         self.max_flops = 3e7 if quick else 1.5e9
         self.clock = clock_of(machine_key())
         self.timer = timer(self.clock)
@@ -1147,9 +1161,10 @@ class _Calibration:
                 # the time a program can slow: above the fixed cost, at most the data's traffic
                 # (CpuCost.in_program applies the factor to the same part)
                 # a convolution whose data outgrows the cache slows less (CpuCost.warm): weighed as applied
-                slowed = model.slowed(call.op.name, looped - floor, traffic) * model.warm(
-                    call.op.name, attrs or {}, arg_types, value_type(out))
-                if 0.0 < slowed < _MEMORY_SHARE * (looped - floor):
+                kind = op_kind(call.op.name)
+                raw = model.slowed(call.op.name, looped - floor, traffic)
+                slowed = raw * model.warm(call.op.name, attrs or {}, arg_types, value_type(out))
+                if 0.0 < (slowed if kind == "conv" else raw) < _MEMORY_SHARE * (looped - floor):
                     # mostly arithmetic (erf over a transformer's expansion: 3.3 ms looped, 26 us
                     # of it moving data): its time in the program less its looped time is mostly
                     # the noise of that arithmetic, which over the small part a program slows
@@ -1157,17 +1172,22 @@ class _Calibration:
                     # the op takes its kind's factor (on the same small part). (A convolution whose
                     # data outgrows the cache, with no part a program slows, is counted as before.)
                     continue
-                for key in (f"kind:{op_kind(call.op.name)}", call.op.name):
+                keys = [(f"kind:{kind}", slowed), (call.op.name, slowed)]
+                if kind not in ("gemm", "conv"):
+                    # and by the size of its data, in full (CpuCost.program_factor)
+                    level = size_bin(data_bytes(arg_types, value_type(out)))
+                    keys += [(f"{name}{SIZE_BIN}{level}", raw) for name in (f"kind:{kind}", call.op.name)]
+                for key, part in keys:
                     measured[key] = measured.get(key, 0.0) + statistics.median(samples[2:]) - looped
-                    alone[key] = alone.get(key, 0.0) + slowed
+                    alone[key] = alone.get(key, 0.0) + part
                     total[key] = total.get(key, 0.0) + looped
         # a kind (or op) whose kernels took microseconds in all says more about the clock than them
         return {k: min(max(1.0 + measured[k] / alone[k], 0.5), 3.0) if alone[k] > 0 else 1.0
                 for k in measured if total[k] > _MIN_LOOPED_SECONDS}
 
     def _synthetic_programs(self) -> list:
-        """Two residual stages, a fire module and a transformer-like block, built here (no zoo
-        model), at the sizes of the quick or the full calibration."""
+        """Two residual stages, a fire module, a transformer-like block and elementwise chains at
+        several sizes, built here (no zoo model), at the sizes of the quick or the full calibration."""
         from ..ir.expr import Function, const, var
         from ..ops.builders import make_call as op
 
@@ -1235,7 +1255,22 @@ class _Calibration:
         f = op("multiply", f, op("erf", op("multiply", f, const(np.asarray(0.7, F32)))))
         f = op("nn.dense", f, weight(hidden, hidden * 2))
         attention = (Function([h], op("tanh", op("add", f, a))), [_rand(r, (tokens, hidden))])
-        return [conv, fire, attention]
+        # chains of elementwise ops, a batch norm and a pool on 16K values up to 1M (in a full
+        # calibration), each reading the fresh output of the one before: their factors by the size
+        # of the data (CpuCost.program_factor). One factor per op, faded from twice a core's cache
+        # to twelve times it (fitted on a 512 KB cache), priced the batch norms, relus and adds of
+        # MobileNet and ResNet on a 2 MB one at 0.4-0.6x their time in the program from 2 MB of
+        # data up, and 1.3-2.5x below 400 KB
+        ladder = []
+        channels = 16 if self.quick else 64
+        for side in ((16, 45) if self.quick else (16, 32, 45, 64, 90, 128)):
+            e = var("e", TensorType((1, channels, side, side), "float32"))
+            y = op("add", bn_relu(e, channels), e)
+            y = op("multiply", y, const(_rand(r, (channels, 1, 1))))
+            y = op("nn.relu", op("nn.bias_add", y, const(_rand(r, (channels,))), axis=1))
+            y = op("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
+            ladder.append((Function([e], y), [_rand(r, (1, channels, side, side))]))
+        return [conv, fire, attention, *ladder]
 
 
 def _first(tuple_value):

@@ -36,6 +36,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "profile_file", "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind", "tile_waste", "traffic_elements", "broadcasts", "BROADCAST", "LAST_AXIS",
+           "SCALAR", "SIZE_BIN", "with_scalar", "size_factor", "size_bin", "data_bytes",
            "grid_time", "TRANSPOSE_ROWS", "layout_change"]
 
 # the layout of the profile file and the meaning of its figures (4: per-op in-program factors,
@@ -101,8 +102,12 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # slower than the two kernels apart): their curves and fused ratios change; 34: the fused dense
 # and matmul ops' ratios over the dense kernel timed with their weights read over the whole
 # last-level cache, where a 480 MB one kept the copies warm and priced the (K, N) layout as the
-# (N, K) one (read from memory, 1.09-1.15x it at 128x768x768-3072)
-FORMAT = 34
+# (N, K) one (read from memory, 1.09-1.15x it at 128x768x768-3072); 35: the in-program factors of
+# kernels other than products and convolutions by the size of their data, measured on elementwise
+# chains of 16K to 1M values (``CpuCost.program_factor``), where one factor per op faded by a
+# core's cache size over-priced large ones; the curves' points every doubling from 32K values to 512K
+# (``calibrate.FULL_SIZES``); and a tensor times a scalar priced as one array read (``SCALAR``)
+FORMAT = 35
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
@@ -363,6 +368,18 @@ def _numel(t) -> float:
     return _elements(t)
 
 
+def size_factor(points: Sequence[Sequence[float]], nbytes: float) -> float:
+    """The in-program factor at data of ``nbytes`` on ``points`` [(bytes, factor)]: linear in
+    the log of the size between points, the end points' beyond them."""
+    if nbytes <= points[0][0]:
+        return points[0][1]
+    if nbytes >= points[-1][0]:
+        return points[-1][1]
+    i = bisect.bisect_left([p[0] for p in points], nbytes)
+    (s0, f0), (s1, f1) = points[i - 1], points[i]
+    return f0 + (f1 - f0) * math.log(nbytes / s0) / math.log(s1 / s0)
+
+
 def _log_share(size: float, full: float, none: float) -> float:
     """1 up to ``full`` bytes, 0 from ``none`` up, log-linear between (see ``CpuCost.warm``)."""
     if size <= full:
@@ -516,6 +533,7 @@ DENSE_LIKE_ANCHORS = ("nn.conv2d", "nn.dense", "nn.matmul")
 # on a row vector broadcast over rows (``add@bcast``), a bias on the last axis (``nn.bias_add@last``)
 BROADCAST = "@bcast"
 LAST_AXIS = "@last"
+SCALAR = "@scalar"
 
 
 def broadcasts(arg_types: Sequence) -> bool:
@@ -524,6 +542,18 @@ def broadcasts(arg_types: Sequence) -> bool:
     if len(arg_types) != 2 or not all(isinstance(t, TensorType) and len(t.shape) > 0 for t in arg_types):
         return False
     return tuple(arg_types[0].shape) != tuple(arg_types[1].shape)
+
+
+def with_scalar(arg_types: Sequence) -> bool:
+    """True when a binary op's one input is a single value and the other is not: numpy reads one
+    array (see ``SCALAR``)."""
+    if len(arg_types) != 2 or not all(isinstance(t, TensorType) for t in arg_types):
+        return False
+    try:
+        sizes = sorted(_numel(t) for t in arg_types)
+    except CostModelError:
+        return False
+    return sizes[0] == 1.0 and sizes[1] > 1.0
 
 
 # 4-D transposes that change layout between NCHW and NHWC: their curves (a permuting copy)
@@ -600,6 +630,9 @@ class Profile:
         self.clock = data.get("clock", "wall")
         # a kernel's time inside a program over its time looped alone, per op kind
         self.in_program: dict[str, float] = data.get("in_program", {})
+        # the same by the size of a kernel's data, for kernels other than products and convolutions:
+        # {op or "kind:<kind>": [(bytes, factor)]}, from the factors keyed "<name>@<log2 of bytes>"
+        self.in_program_size: dict[str, list] = _size_factors(self.in_program)
         self.probe = float(data.get("probe", 0.0))  # seconds of calibrate.Probe while calibrating
         # the last-level cache (0: unknown): how much of a convolution's data a looped run keeps warm
         self.cache_bytes = int(data.get("cache_bytes", 0) or 0)
@@ -627,6 +660,29 @@ class Profile:
     def curve(self, name: str) -> list | None:
         """The measured curve of ``name`` (an op, or copy / copy_strided / numexpr_1 / ...), or None."""
         return self.curves.get(name)
+
+
+SIZE_BIN = "@"  # in an in-program factor's key: "<op or kind:...>@<log2 of the data's bytes>"
+
+
+def _size_factors(factors: Mapping[str, float]) -> dict[str, list]:
+    """The in-program factors keyed by size (``SIZE_BIN``) as curves: {name: [(bytes, factor)]}."""
+    curves: dict[str, list] = {}
+    for key, factor in factors.items():
+        name, sep, level = key.rpartition(SIZE_BIN)
+        if sep and name and level.lstrip("-").isdigit():
+            curves.setdefault(name, []).append((float(2 ** int(level)), float(factor)))
+    return {name: sorted(points) for name, points in curves.items()}
+
+
+def size_bin(nbytes: float) -> int:
+    """The size bin (log2 of bytes, rounded) of a kernel's data of ``nbytes``."""
+    return int(round(math.log2(max(nbytes, 1.0))))
+
+
+def data_bytes(arg_types: Sequence, out_type) -> float:
+    """Bytes of a kernel's inputs and output together (a CostModelError when a size is unknown)."""
+    return sum(_numel(t) * _itemsize(t) for t in (*arg_types, out_type))
 
 
 def load_profile(path: str | None = None, check: bool = True) -> Profile:
@@ -724,8 +780,9 @@ class CpuCost:
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
         t = self.kernel(op, attrs or {}, list(arg_types), out_type)
+        factor, warm = self.program_factor(op, attrs or {}, arg_types, out_type)
         cost = self.profile.dispatch + self.in_program(op, t, traffic_elements(arg_types, out_type),
-                                                       self.warm(op, attrs or {}, arg_types, out_type))
+                                                       warm, factor)
         if record is not None and op.startswith("fused."):
             bound = self.fused_bound(op, attrs or {}, list(arg_types), out_type)
             if bound is not None and bound < cost:
@@ -789,7 +846,8 @@ class CpuCost:
                  if type(r) in (Arg, Step)]
         return part.op, _lookup(part.op).resolve(part.attrs(attrs)), types, out_type
 
-    def in_program(self, op: str, t: float, traffic: float | None = None, warm: float = 1.0) -> float:
+    def in_program(self, op: str, t: float, traffic: float | None = None, warm: float = 1.0,
+                   factor: float | None = None) -> float:
         """Seconds of a kernel that takes ``t`` looped alone when it runs inside a program: the
         part above the op's fixed cost per call (its curve's floor) times the in-program factor.
         A program's slowdown comes from memory (inputs out of cache, outputs on fresh pages), so
@@ -803,9 +861,38 @@ class CpuCost:
         (12, 128, 128) ran 1.1x, not the 2.3x measured on a one-head attention's). Products and
         convolutions keep the share: their temporaries (gathered columns) and weights grow with
         their arithmetic, as long as a looped run keeps them in the cache: ``warm`` (see
-        ``CpuCost.warm``) scales the slowdown."""
+        ``CpuCost.warm``) scales the slowdown. ``factor`` is the in-program factor to apply (by
+        default the op's, ``factor``; see ``program_factor``)."""
         floor = min(self.floor(op), t)
-        return t + self.slowed(op, t - floor, traffic) * (self.factor(op) - 1.0) * warm
+        factor = self.factor(op) if factor is None else factor
+        return t + self.slowed(op, t - floor, traffic) * (factor - 1.0) * warm
+
+    def program_factor(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> tuple[float, float]:
+        """The in-program factor of a call and the share of it that applies (``warm``). A kernel
+        other than a product or convolution takes the factor measured on data of its size, its
+        op's own when the calibration's programs ran the op at three sizes or more, else its
+        kind's (``size_factor``), in full; without such factors, the op's one factor and
+        ``warm``'s share."""
+        kind = op_kind(_anchor(op))
+        if kind not in ("gemm", "conv"):
+            points = self.size_points(op)
+            if points:
+                try:
+                    return size_factor(points, data_bytes(arg_types, out_type)), 1.0
+                except (CostModelError, TypeError, ValueError):
+                    pass
+        return self.factor(op), self.warm(op, attrs, arg_types, out_type)
+
+    def size_points(self, op: str) -> list | None:
+        """The in-program factors by size that apply to ``op`` (see ``program_factor``), or None."""
+        sized = self.profile.in_program_size
+        if not sized:
+            return None
+        anchor = _anchor(op)
+        own = sized.get(anchor)
+        if own and len(own) >= 3:
+            return own
+        return sized.get(f"kind:{op_kind(anchor)}") or own
 
     def warm(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
         """The share of a kernel's in-program slowdown that applies at its size: a program runs
@@ -837,7 +924,7 @@ class CpuCost:
             if core <= 0:
                 return 1.0
             try:
-                size = sum(_numel(t) * _itemsize(t) for t in (*arg_types, out_type))
+                size = data_bytes(arg_types, out_type)
             except (CostModelError, TypeError, ValueError):
                 return 1.0
             return _log_share(size, 2 * core, 12 * core)
@@ -929,6 +1016,11 @@ class CpuCost:
             points = self.profile.curve(f"{op}{LAST_AXIS}")  # as after a dense: no 4-D reshape
         points = points or self.profile.curve(op)
         work = self._work(op, attrs, arg_types, out_type)
+        if points is not None and op_kind(op) == "elementwise" and with_scalar(arg_types):
+            one, same = self.profile.curve(f"multiply{SCALAR}"), self.profile.curve("multiply")
+            if one and same:  # one array read, not two: as measured on multiply
+                n = max(work, 1.0)
+                return curve_at(points, n) * curve_at(one, n) / curve_at(same, n)
         if points is not None and op != "nn.bias_add" and op_kind(op) == "elementwise" \
                 and broadcasts(arg_types):
             wide, same = self.profile.curve(f"add{BROADCAST}"), self.profile.curve("add")
@@ -1164,11 +1256,15 @@ class CpuCost:
         makes one, else its members' kernels in turn."""
         if elementwise_program:
             t = self._numexpr(len(members), _numel(out_type))
-            return self.profile.dispatch + self.in_program("add", t, _numel(out_type))
-        return self.profile.dispatch + sum(
-            self.in_program(m[0], self.kernel(m[0], m[1] or {}, list(m[2]), m[3]),
-                            traffic_elements(m[2], m[3]), self.warm(m[0], m[1] or {}, m[2], m[3]))
-            for m in members)
+            points = self.size_points("add")  # reads and writes as an add does
+            factor = size_factor(points, 3 * _numel(out_type) * _itemsize(out_type)) if points else None
+            return self.profile.dispatch + self.in_program("add", t, _numel(out_type), 1.0, factor)
+        total = self.profile.dispatch
+        for op, attrs, arg_types, out in members:
+            factor, warm = self.program_factor(op, attrs or {}, arg_types, out)
+            total += self.in_program(op, self.kernel(op, attrs or {}, list(arg_types), out),
+                                     traffic_elements(arg_types, out), warm, factor)
+        return total
 
 
 _DEFAULT: dict[str, CpuCost] = {}
