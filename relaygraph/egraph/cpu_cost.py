@@ -915,7 +915,9 @@ class CpuCost:
         output) ran 2-3.5x their looped time in the program, on 400K values 1-2.3x, on 800K
         0.75-0.93x, where one factor per op (batch norm 3.0, relu 1.9, from the calibration's
         small programs) priced the large ones 1.3-3.2x their time, the original programs 5% over
-        and MobileNet's speedup 0.08 over."""
+        and MobileNet's speedup 0.08 over. (A profile that measured these kernels' factors by the
+        size of their data applies those instead, in full: ``program_factor``. On a 2 MB cache
+        this fade priced the same ops 0.4-0.6x their time from 2 MB of data up.)"""
         kind = op_kind(_anchor(op))
         if kind == "gemm":
             return 1.0
