@@ -303,3 +303,6 @@ def test_the_curves_have_a_point_every_doubling_where_data_outgrow_a_cores_cache
     assert calibrate._Calibration(quick=False, progress=False).sizes == sizes
     middle = [n for n in sizes if 1 << 15 <= n <= 1 << 19]
     assert middle == [1 << k for k in range(15, 20)] and max(sizes) >= 1 << 21
+    # the fused elementwise ops' ratios: at a late layer's size (512 x 7 x 7 is 25K values) too
+    fused = calibrate._Calibration(quick=False, progress=False).fused_sizes
+    assert min(fused) < 1 << 10 and any(1 << 14 <= n <= 1 << 16 for n in fused) and max(fused) >= 1 << 21
