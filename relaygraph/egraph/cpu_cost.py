@@ -106,8 +106,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # kernels other than products and convolutions by the size of their data, measured on elementwise
 # chains of 16K to 1M values (``CpuCost.program_factor``), where one factor per op faded by a
 # core's cache size over-priced large ones; the curves' points every doubling from 32K values to 512K
-# (``calibrate.FULL_SIZES``); and a tensor times a scalar priced as one array read (``SCALAR``)
-FORMAT = 35
+# (``calibrate.FULL_SIZES``); and a tensor times a scalar priced as one array read (``SCALAR``);
+# 36: the fused scale-shift ops' ratios on NCHW activations with a network's channels at each size
+# and at 32K values too, where rows of 512 priced them at 0.55-0.9x their looped time on 7x7-28x28
+FORMAT = 36
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
