@@ -781,10 +781,7 @@ class CpuCost:
         record = _lookup(op)
         if record is None and not op.startswith("fused."):
             return 0.0  # variables, constants, tuples: no kernel
-        t = self.kernel(op, attrs or {}, list(arg_types), out_type)
-        factor, warm = self.program_factor(op, attrs or {}, arg_types, out_type)
-        cost = self.profile.dispatch + self.in_program(op, t, traffic_elements(arg_types, out_type),
-                                                       warm, factor)
+        cost = self.profile.dispatch + self.program_seconds(op, attrs or {}, arg_types, out_type)
         if record is not None and op.startswith("fused."):
             bound = self.fused_bound(op, attrs or {}, list(arg_types), out_type)
             if bound is not None and bound < cost:
@@ -868,6 +865,13 @@ class CpuCost:
         floor = min(self.floor(op), t)
         factor = self.factor(op) if factor is None else factor
         return t + self.slowed(op, t - floor, traffic) * (factor - 1.0) * warm
+
+    def program_seconds(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
+        """Seconds of the call's kernel inside a program (no dispatch): its looped time and the
+        slowdown ``program_factor`` gives it (``in_program``)."""
+        factor, warm = self.program_factor(op, attrs, arg_types, out_type)
+        return self.in_program(op, self.kernel(op, attrs, list(arg_types), out_type),
+                               traffic_elements(arg_types, out_type), warm, factor)
 
     def program_factor(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> tuple[float, float]:
         """The in-program factor of a call and the share of it that applies (``warm``). A kernel
@@ -1263,12 +1267,8 @@ class CpuCost:
             points = self.size_points("add")  # reads and writes as an add does
             factor = size_factor(points, 3 * _numel(out_type) * _itemsize(out_type)) if points else None
             return self.profile.dispatch + self.in_program("add", t, _numel(out_type), 1.0, factor)
-        total = self.profile.dispatch
-        for op, attrs, arg_types, out in members:
-            factor, warm = self.program_factor(op, attrs or {}, arg_types, out)
-            total += self.in_program(op, self.kernel(op, attrs or {}, list(arg_types), out),
-                                     traffic_elements(arg_types, out), warm, factor)
-        return total
+        return self.profile.dispatch + sum(self.program_seconds(op, attrs or {}, arg_types, out)
+                                           for op, attrs, arg_types, out in members)
 
 
 _DEFAULT: dict[str, CpuCost] = {}
