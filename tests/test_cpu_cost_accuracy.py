@@ -251,6 +251,22 @@ def test_an_elementwise_kernel_takes_the_in_program_factor_measured_at_its_size(
     assert plain.program_factor("nn.relu", {}, *relu(1 << 23)) == (2.5, 0.0)
 
 
+def test_a_profile_with_a_broken_size_bin_is_refused_with_a_clear_error(tmp_path):
+    import json
+
+    import pytest
+
+    data = dict(cpu_cost.default_profile(progress=False).profile.data)
+    for bad in ({"nn.relu@99999": 1.5}, {"nn.relu@-3": 1.5}, {"nn.relu@20": "x"}):
+        path = tmp_path / "p.json"
+        path.write_text(json.dumps(dict(data, in_program=dict(data["in_program"], **bad))))
+        with pytest.raises(cpu_cost.ProfileError, match="relaygraph calibrate"):
+            cpu_cost.load_profile(str(path))
+    # a key without a number after the marker is not a size bin: read as an op's factor, as before
+    path.write_text(json.dumps(dict(data, in_program=dict(data["in_program"], **{"nn.relu@x": 1.5}))))
+    assert cpu_cost.load_profile(str(path)).in_program_size == cpu_cost.Profile(data).in_program_size
+
+
 def test_the_calibration_measures_in_program_factors_by_size_on_chains_of_several_sizes(monkeypatch):
     from relaygraph.ir.expr import Call
     from relaygraph.ir.traversal import iter_post_order

@@ -673,6 +673,8 @@ def _size_factors(factors: Mapping[str, float]) -> dict[str, list]:
     for key, factor in factors.items():
         name, sep, level = key.rpartition(SIZE_BIN)
         if sep and name and level.lstrip("-").isdigit():
+            if not 0 <= int(level) <= 62:  # no kernel's data is outside 1 byte to 4 EB
+                raise ValueError(f"a valid size bin in the in-program factor {key!r}")
             curves.setdefault(name, []).append((float(2 ** int(level)), float(factor)))
     return {name: sorted(points) for name, points in curves.items()}
 
