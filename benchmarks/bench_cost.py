@@ -20,13 +20,8 @@ in one process measured differently (residual-mlp's speedup 1.15x there twice, 1
 after one other model). CPU time still moves with the load (the other core's work shares the
 caches and memory), so a probe (``calibrate.Probe``: a few fixed kernels, also taken while
 calibrating) runs alternated with the programs: "probe" is its time now over its time during
-calibration, and "adj.err" the error of the prediction scaled by it. Its kernels run in the cache;
-the memory moves apart from them (on this shared machine a one-row product on a 256 KB weight
-read cold took 14.6 us in a calibration and 25-32 us minutes later, and NasRNN's original 6.0 ms
-and 9.8 ms in two runs 18 minutes apart), so a second probe reads weights from memory
-(``calibrate.MemoryProbe``): "mem" is its time beside the programs over its time right after the
-calibration (or, with ``--profile-dir``, when this run starts). The load average is printed on
-every row.
+calibration, and "adj.err" the error of the prediction scaled by it. The load average is printed
+on every row.
 
     python benchmarks/bench_cost.py                    # every zoo model, default sizes
     python benchmarks/bench_cost.py --models bert,resnet-18 --small --quick
@@ -50,7 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import relaygraph as rg  # noqa: E402
 from benchmarks._child import json_from_child  # noqa: E402
-from relaygraph.egraph.calibrate import MemoryProbe, Probe, calibrate, probe_spread  # noqa: E402
+from relaygraph.egraph.calibrate import Probe, calibrate, probe_spread  # noqa: E402
 from relaygraph.egraph.cpu_cost import default_profile  # noqa: E402
 from relaygraph.egraph.optimize import bind_params, program_cost, random_inputs  # noqa: E402
 from relaygraph.egraph.program_profile import paired_ratio, predict, time_programs  # noqa: E402
@@ -59,7 +54,7 @@ TIME_TARGET = 0.15
 SPEEDUP_TARGET = 0.05
 
 
-def _row(name: str, options: dict, args, clock, probe, calibrated: float, memory: MemoryProbe) -> dict:
+def _row(name: str, options: dict, args, clock, probe, calibrated: float) -> dict:
     mod, params = rg.zoo.get(name, **options)
     bound = rg.infer_type(bind_params(mod, params, "main"))
     res = rg.optimize(bound, cost="cpu", time_limit=args.time_limit, check=False, progress=False)
@@ -69,19 +64,13 @@ def _row(name: str, options: dict, args, clock, probe, calibrated: float, memory
     # in windows apart in time, each the programs' alternated rounds; a figure is the median of
     # the windows' (see the module's docstring)
     windows = []
-    memory_samples: list[float] = []
-
-    def probes() -> float:  # both probes, every third round: the memory's beside the kernels'
-        memory_samples.append(memory())
-        return probe()
-
     for w in range(args.windows):
         if w:
             time.sleep(args.gap)
         samples: list = []
         walls: list = []
         (before, _), (wall_before, _), now = time_programs(
-            [bound, optimized], inputs, args.runs, args.budget, clock, probe=probes, samples=samples,
+            [bound, optimized], inputs, args.runs, args.budget, clock, probe=probe, samples=samples,
             wall_samples=walls, warm_up=w == 0)
         windows.append((before, wall_before, now, paired_ratio(*samples), paired_ratio(*walls)))
     before, wall_before, now, speedup, wall_speedup = (statistics.median(v)
@@ -95,7 +84,6 @@ def _row(name: str, options: dict, args, clock, probe, calibrated: float, memory
         lat_before = lat_after = float("nan")
     return {"model": name, "measured": before, "predicted": pred_before, "wall": wall_before,
             "slower": now / calibrated, "window_speedups": [w[3] for w in windows],
-            "memory": statistics.median(memory_samples) / args.memory_baseline,
             "speedup": speedup, "pred_speedup": pred_before / pred_after,
             "wall_speedup": wall_speedup, "lat_time": lat_before,
             "lat_speedup": lat_before / lat_after if lat_after else float("nan"),
@@ -107,7 +95,7 @@ def _measure_one(name: str, args) -> int:
     model = default_profile(calibrate=False)
     try:
         row = _row(name, {"small": True} if args.small else {}, args, model.profile.clock,
-                   Probe(model.profile.clock), model.profile.probe, MemoryProbe(model.profile.clock))
+                   Probe(model.profile.clock), model.profile.probe)
     except rg.RelayError as exc:  # said, not hidden
         row = {"model": name, "error": str(exc)}
     with open(args.row_out, "w") as f:
@@ -119,8 +107,7 @@ def _in_own_process(name: str, args) -> dict:
     """``name``'s row, measured in a process of its own on this run's profile."""
     options = ["--models", name, "--runs", str(args.runs), "--budget", str(args.budget),
                "--windows", str(args.windows), "--gap", str(args.gap),
-               "--time-limit", str(args.time_limit), "--memory-baseline", repr(args.memory_baseline)] \
-        + (["--small"] if args.small else [])
+               "--time-limit", str(args.time_limit)] + (["--small"] if args.small else [])
     row, code = json_from_child(__file__, [*options, "--profile-dir", os.environ["RELAYGRAPH_PROFILE_DIR"]],
                                 "--row-out")
     return row if row is not None else {"model": name, "error": f"its process exited with code {code}"}
@@ -140,7 +127,6 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the quick calibration (coarse)")
     parser.add_argument("--profile-dir", help="reuse (or make) the profile here instead of calibrating anew")
     parser.add_argument("--row-out", help=argparse.SUPPRESS)  # a model's process: its row as JSON here
-    parser.add_argument("--memory-baseline", type=float, help=argparse.SUPPRESS)  # and MemoryProbe's start
     args = parser.parse_args()
     threads = os.environ["OPENBLAS_NUM_THREADS"]
     if args.row_out:
@@ -157,13 +143,12 @@ def main() -> int:
               f"{os.getloadavg()[0]:.1f}; the probe's passes during it within "
               f"{probe_spread(profile.data):.2f}x of each other")
         model = default_profile()
-    args.memory_baseline = MemoryProbe(model.profile.clock)(repeats=15)
     names = args.models.split(",") if args.models else rg.zoo.names()
     print(f"cpu profile: {model.profile.path} ({'quick' if model.profile.quick else 'full'}), "
           f"BLAS threads {threads}, times by {'CPU time' if model.profile.clock == 'cpu' else 'wall clock'}"
           f"; the machine is shared: the load average is on every row")
     head = (f"{'model':<16} {'measured ms':>11} {'cpu pred ms':>11} {'error':>7} {'probe':>5} "
-            f"{'adj.err':>7} {'mem':>5} | {'speedup':>7} "
+            f"{'adj.err':>7} | {'speedup':>7} "
             f"{'cpu pred':>8} {'diff':>6} | {'wall ms':>8} {'wall spd':>8} | {'latency ms':>10} "
             f"{'lat. spd':>8} | {'load':>4} | windows' speedups")
     print(head)
@@ -180,7 +165,7 @@ def main() -> int:
         diff = row["pred_speedup"] - row["speedup"]
         print(f"{name:<16} {row['measured'] * 1e3:>11.2f} {row['predicted'] * 1e3:>11.2f} {err:>+7.0%}"
               f"{'' if abs(err) <= TIME_TARGET else '!'} {row['slower']:>5.2f} {adj:>+7.0%}"
-              f"{'' if abs(adj) <= TIME_TARGET else '!'} {row['memory']:>5.2f} | {row['speedup']:>6.2f}x "
+              f"{'' if abs(adj) <= TIME_TARGET else '!'} | {row['speedup']:>6.2f}x "
               f"{row['pred_speedup']:>7.2f}x {diff:>+6.2f}{'' if abs(diff) <= SPEEDUP_TARGET else '!'} | "
               f"{row['wall'] * 1e3:>8.2f} {row['wall_speedup']:>7.2f}x | {row['lat_time'] * 1e3:>10.3f} "
               f"{row['lat_speedup']:>7.2f}x | {row['load']:>4.1f} | "
@@ -193,11 +178,6 @@ def main() -> int:
           f"after the probe's load adjustment (median error "
           f"{statistics.median(errors) if errors else math.nan:.0%}); speedup within +-{SPEEDUP_TARGET}: "
           f"{close}/{len(rows)} ('!' marks a miss); {time.perf_counter() - started:.0f} s")
-    if rows:
-        memory = [r["memory"] for r in rows]
-        print(f"memory probe beside the programs over its time at the start: {min(memory):.2f}-"
-              f"{max(memory):.2f} (a one-row product on a 1 MB weight read from memory: "
-              f"{args.memory_baseline * 1e6:.1f} us at the start)")
     return 0
 
 

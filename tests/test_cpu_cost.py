@@ -1365,14 +1365,3 @@ def test_profile_shows_a_layout_change_copy_on_the_instruction_that_makes_it(mod
     types = typed.checked_types
     assert steps[0].info[4] == pytest.approx(model("transpose", steps[0].node.attrs, [types.type_of(m)],
                                                    types.type_of(steps[0].node)))
-
-
-def test_memory_probe_reads_each_weight_of_its_ring_in_turn():
-    from relaygraph.egraph.calibrate import MemoryProbe
-
-    probe = MemoryProbe("wall", ring_bytes=3 << 20, size=256, calls=5)  # 256 KB weights: 12 of them
-    assert len(probe.weights) == 12 and len({id(w) for w in probe.weights}) == 12
-    start = probe.turn
-    seconds = probe(repeats=3)
-    assert seconds > 0 and probe.turn == (start + 15) % 12
-    assert MemoryProbe("wall", ring_bytes=1, size=16).weights.__len__() == 2  # never a single weight

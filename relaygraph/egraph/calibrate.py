@@ -75,8 +75,7 @@ from .cpu_cost import (
     traffic_elements,
 )
 
-__all__ = ["calibrate", "measure", "measure_alternated", "Probe", "MemoryProbe", "CalibrationWarning",
-           "probe_spread"]
+__all__ = ["calibrate", "measure", "measure_alternated", "Probe", "CalibrationWarning", "probe_spread"]
 
 F32 = np.float32
 # A weight read cold rotates over copies of it that together overflow the last-level cache:
@@ -167,43 +166,6 @@ class Probe:
         for kernel, args, attrs in self.calls:
             kernel(args, attrs)
         return self.clock() - start
-
-    def __call__(self, repeats: int = 5) -> float:
-        """The median of ``repeats`` passes."""
-        return statistics.median(self.once() for _ in range(repeats))
-
-
-class MemoryProbe:
-    """One-row products over a ring of distinct weights allocated apart (``ring_bytes`` together,
-    1 MB each by default), so that each call reads its weight from memory, as a program reads its
-    layers' weights: seconds per call. ``Probe``'s kernels run on data in the cache and do not see
-    the memory slow down: on a shared machine the two moved apart by up to 1.6x within minutes
-    (``benchmarks/bench_cold.py``), and the model's products and large elementwise kernels moved
-    with the memory. Taken when a measurement starts and again beside it, the ratio says how far
-    the machine's memory has moved in between."""
-
-    def __init__(self, clock: str = "wall", ring_bytes: int = 64 << 20, size: int = 512,
-                 calls: int = 16) -> None:
-        from .cpu_cost import timer
-
-        rng = np.random.default_rng(2)
-        self.clock = timer(clock)
-        self.calls = calls
-        self.x = _rand(rng, (1, size))
-        count = max(2, -(-ring_bytes // (size * size * 4)))
-        self.weights = [_rand(rng, (size, size)) for _ in range(count)]
-        self.kernel, self.attrs = _call("nn.dense", [self.x, self.weights[0]])
-        self.turn = 0
-        self.once()
-
-    def once(self) -> float:
-        """Seconds per call over ``calls`` calls, each on the ring's next weight."""
-        weights, n = self.weights, len(self.weights)
-        start = self.clock()
-        for _ in range(self.calls):
-            self.kernel([self.x, weights[self.turn]], self.attrs)
-            self.turn = (self.turn + 1) % n
-        return (self.clock() - start) / self.calls
 
     def __call__(self, repeats: int = 5) -> float:
         """The median of ``repeats`` passes."""
