@@ -17,10 +17,11 @@ process, the two alternated sample by sample, medians of ``--runs``:
    which the model's in-program factor (applied to the time above the op's fixed cost,
    ``CpuCost.in_program``) does not price.
 2. **A weight read from memory.** A one-row dense on a K x K weight: one weight looped (it stays
-   in the cache), a ring of distinct weights allocated apart that overflows ``--ring-mb`` (each
-   call reads its weight cold, as a recurrent network's layers do: NasRNN's 80 products have a
-   1 MB weight each), and the calibration's own cold read (``_Calibration.cold_time``, copies of
-   one weight rotated over ``calibrate.COLD_BYTES``), which the profile's product grid holds.
+   in the cache), a ring of copies of it allocated apart that fills ``--ring-mb``, each call timed
+   on its own (each call reads its weight cold, as a recurrent network's layers do: NasRNN's 80
+   products have a 1 MB weight each), and the calibration's own cold read
+   (``_Calibration.cold_time``: the same rotation over ``calibrate.COLD_BYTES``, timed in loops),
+   which the profile's product grid holds.
 3. **A generator's first layer.** DCGAN's conv2d_transpose 1024 -> 512 on 4x4 (a 32 MB weight),
    with the weight laid out IOHW and IHWO (the kernel's channels-last path): each looped on one
    weight, each with its weight rotated over two copies alone, and the two alternated as the
@@ -62,15 +63,13 @@ def alternated(fns: list, runs: int) -> list[float]:
     return [statistics.median(s) for s in samples]
 
 
-def _call(op: str, x, scale, shift):
-    from relaygraph.ops import lookup
+def _executor_call(op: str, arrays: list, **attrs):
+    """The call the executor makes of ``op`` on ``arrays`` (``calibrate._call``: its kernel and
+    canonical attrs), as a function of nothing."""
+    from relaygraph.egraph.calibrate import _call
 
-    kernel = lookup(op).kernel
-    if op == "nn.relu":
-        return lambda: kernel([x], {})
-    if op == "add":
-        return lambda: kernel([x, x], {})
-    return lambda: kernel([x, scale, shift], {})
+    kernel, canon = _call(op, arrays, **attrs)
+    return lambda: kernel(arrays, canon)
 
 
 def _timed(call, before=None):
@@ -86,11 +85,8 @@ def _timed(call, before=None):
 def after_sweeps(runs: int, sweeps_mb: list[int]) -> None:
     import numpy as np
 
-    from relaygraph.ops import lookup
-
     rng = np.random.default_rng(0)
     buffers = {mb: np.zeros((mb << 20) // 4, np.float32) for mb in sweeps_mb}
-    conv = lookup("nn.conv2d").kernel
     heads = "".join(f"  {mb:>3} MB sweep" for mb in sweeps_mb)
     print(f"== 1. a call after a sweep (medians of {runs}, us; extra = cold - warm)")
     print(f"{'op':<26} {'data':>13} {'KB':>5} {'warm':>7}{heads}  after conv   extra after conv")
@@ -99,12 +95,13 @@ def after_sweeps(runs: int, sweeps_mb: list[int]) -> None:
         scale = rng.standard_normal((c, 1, 1)).astype(np.float32)
         shift = rng.standard_normal((c, 1, 1)).astype(np.float32)
         w = (rng.standard_normal((c, c, 3, 3)) / 10).astype(np.float32)
-        conv_attrs = lookup("nn.conv2d").resolve({"padding": (1, 1)})
+        conv = _executor_call("nn.conv2d", [x, w], padding=(1, 1))
+        inputs = {"nn.relu": [x], "add": [x, x], "fused.multiply_add_relu": [x, scale, shift]}
         for op in OPS:
-            call = _call(op, x, scale, shift)
+            call = _executor_call(op, inputs[op])
             fns = [_timed(call, call)]  # warm: right after the same call, as a looped kernel runs
             fns += [_timed(call, lambda b=b: np.multiply(b, 1.0, out=b)) for b in buffers.values()]
-            fns.append(_timed(call, lambda x=x, w=w, a=conv_attrs: conv([x, w], a)))
+            fns.append(_timed(call, conv))
             med = alternated(fns, runs)
             warm, conv_cold = med[0], med[-1]
             cells = "".join(f"  {t * 1e6:11.1f}" for t in med[1:-1])
@@ -119,27 +116,19 @@ def weights_cold(runs: int, ring_mb: int) -> None:
 
     rng = np.random.default_rng(1)
     calibration = cal._Calibration(False, False)
-    print(f"== 2. a one-row dense's weight read from memory (us; ring: distinct weights, "
-          f"{ring_mb} MB or more)")
+    print(f"== 2. a one-row dense's weight read from memory (us; ring: copies of the weight, "
+          f"{ring_mb} MB)")
     print(f"{'dense':<14} {'weight MB':>9} {'hot':>8} {'ring':>8} {'calibrate':>10}  ring/hot  "
           "ring/calibrate")
     for k in DENSE_SIZES:
         x = rng.standard_normal((1, k)).astype(np.float32)
         w = rng.standard_normal((k, k)).astype(np.float32)
         kernel, attrs = cal._call("nn.dense", [x, w])
-        ring = [rng.standard_normal((k, k)).astype(np.float32)
-                for _ in range(max(8, -(-(ring_mb << 20) // w.nbytes)))]
-        turn = [0]
-
-        def cold(ring=ring, x=x, kernel=kernel, attrs=attrs, turn=turn):
-            weight = ring[turn[0] % len(ring)]
-            turn[0] += 1
-            start = time.perf_counter()
-            kernel([x, weight], attrs)
-            return time.perf_counter() - start
-
+        # the calibration's own rotation over copies of the weight, here over --ring-mb, each call
+        # timed on its own
+        ring = cal._rotating(kernel, [x, w], attrs, 1, total=ring_mb << 20)
         hot, in_ring = alternated([_timed(lambda x=x, w=w, kernel=kernel, attrs=attrs: kernel([x, w], attrs)),
-                                   cold], runs)
+                                   _timed(ring)], runs)
         calibrated = calibration.cold_time(kernel, [x, w], attrs)
         print(f"{f'1x{k}x{k}':<14} {w.nbytes / 2**20:9.2f} {hot * 1e6:8.1f} {in_ring * 1e6:8.1f} "
               f"{calibrated * 1e6:10.1f}  {in_ring / hot:8.2f}  {in_ring / calibrated:14.2f}")
@@ -175,7 +164,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=201, help="samples of each timing, alternated")
     p.add_argument("--sweeps", default="1,4,16", help="comma-separated sweep sizes in MB")
     p.add_argument("--ring-mb", type=int, default=96,
-                   help="the ring of distinct weights, at least this many MB")
+                   help="the ring of the weight's copies, in MB")
     args = p.parse_args()
     if args.runs < 1:
         p.error(f"--runs must be at least 1 (got {args.runs})")
