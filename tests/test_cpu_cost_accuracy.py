@@ -322,3 +322,22 @@ def test_the_curves_have_a_point_every_doubling_where_data_outgrow_a_cores_cache
     # the fused elementwise ops' ratios: at a late layer's size (512 x 7 x 7 is 25K values) too
     fused = calibrate._Calibration(quick=False, progress=False).fused_sizes
     assert min(fused) < 1 << 10 and any(1 << 14 <= n <= 1 << 16 for n in fused) and max(fused) >= 1 << 21
+
+
+def test_few_row_products_read_their_weights_over_the_whole_cache():
+    # a one-row product's time is its weight read: over COLD_BYTES a 1 MB weight stayed in a 480 MB
+    # cache (54-72 us), where a program of 80 such products read it from memory (95 us)
+    cal = calibrate._Calibration(quick=False, progress=False)
+    reads: list = []
+
+    def cold_time(kernel, args, attrs, weight=1, deep=False):
+        reads.append((args[0].shape[0], deep))
+        return 1e-6 * args[0].shape[0]
+
+    cal.cold_time, cal.step = cold_time, lambda info, n=1: None
+    cal._gemm_grid = lambda: [(1, 16, 16), (16, 16, 16), (128, 16, 16)]
+    cal.gemm()
+    assert reads == [(1, True), (16, True), (128, False)]
+    assert calibrate.DEEP_ROWS == 16
+    assert [row[:3] for row in cal.data["gemm"]] == [[1, 16, 16], [16, 16, 16], [128, 16, 16]]
+    assert cal._pool is None  # dropped until the fused ratios read deep again

@@ -86,6 +86,13 @@ F32 = np.float32
 # a large program reads its weights; views of one pool stand for the copies (``_cold_pool``).
 COLD_BYTES = 48 << 20
 COLD_BYTES_MAX = 1 << 30
+# Products of at most this many rows are priced by their weight read (a row does two flops per
+# weight value, less than the memory delivers per flop), so the grid reads their weights over the
+# whole cache as well: over COLD_BYTES, a one-row product on a 1 MB weight took 54-72 us in the
+# grid and on 4 MB 217-226 us, where NasRNN's 80 products on 1 MB weights (80 MB in all) took 95
+# us each in its program, and over 192 or 480 MB of copies the same kernel took 81-88 and 324-342
+# us (LSTM's 512 -> 2048 gates; ResNet-50's 2048 -> 1000 classifier 557-584, against 355 over 48 MB)
+DEEP_ROWS = 16
 MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
@@ -456,12 +463,13 @@ class _Calibration:
         inputs = [first] + [spec(self.rng, n)[0] for _ in range(count - 1)]
         return _cycling(kernel, inputs, attrs)
 
-    def cold_time(self, kernel, args: list, attrs, weight: int = 1) -> float:
+    def cold_time(self, kernel, args: list, attrs, weight: int = 1, deep: bool = False) -> float:
         """Seconds of ``kernel`` with ``args[weight]`` read cold, as a program reads each weight
         once a run: the calls rotate over copies of the weight that together overflow the cache.
         The copies' bytes, not their number, must exceed the cache: sixteen copies of a 1 MB weight
-        stay in a 32 MB last-level cache and ran twice as fast as the same weight read cold."""
-        return measure(self._rotating(kernel, args, attrs, weight), self.repeats, self.min_seconds,
+        stay in a 32 MB last-level cache and ran twice as fast as the same weight read cold.
+        ``deep``: over the whole last-level cache (see ``_rotating``)."""
+        return measure(self._rotating(kernel, args, attrs, weight, deep), self.repeats, self.min_seconds,
                        self.timer)
 
     def _rotating(self, kernel, args: list, attrs, weight: int, deep: bool = False, share: float = 0.0):
@@ -673,12 +681,15 @@ class _Calibration:
         return grid if self.quick else grid + [(1, 4096, 16384)]
 
     def gemm(self) -> None:
+        """The dense kernel over the grid, its weight read cold; over the whole last-level cache for
+        products of at most DEEP_ROWS rows, whose time is that read."""
         for m, n, k in self._gemm_grid():
             x, w = _rand(self.rng, (m, k)), _rand(self.rng, (n, k))
             kernel, attrs = _call("nn.dense", [x, w])
-            t = self.cold_time(kernel, [x, w], attrs)
+            t = self.cold_time(kernel, [x, w], attrs, deep=m <= DEEP_ROWS)
             self.data["gemm"].append([m, n, k, 2.0 * m * n * k, t])
             self.step(f"dense {m}x{n}x{k}")
+        self._pool = None  # made again for the fused ratios' deep reads
         self.data["gemm"] = _capped_by_larger(self.data["gemm"])
 
     def _bmm_grid(self) -> list:

@@ -108,8 +108,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # core's cache size over-priced large ones; the curves' points every doubling from 32K values to 512K
 # (``calibrate.FULL_SIZES``); and a tensor times a scalar priced as one array read (``SCALAR``);
 # 36: the fused scale-shift ops' ratios on NCHW activations with a network's channels at each size
-# and at 32K values too, where rows of 512 priced them at 0.55-0.9x their looped time on 7x7-28x28
-FORMAT = 36
+# and at 32K values too, where rows of 512 priced them at 0.55-0.9x their looped time on 7x7-28x28;
+# 37: products of at most 16 rows (``calibrate.DEEP_ROWS``) read their weights over the whole
+# last-level cache in the GEMM grid, where 48 MB of copies stayed in a 480 MB one and priced NasRNN's
+# one-row products at 0.6x their time in its program
+FORMAT = 37
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
