@@ -341,3 +341,20 @@ def test_few_row_products_read_their_weights_over_the_whole_cache():
     assert calibrate.DEEP_ROWS == 16
     assert [row[:3] for row in cal.data["gemm"]] == [[1, 16, 16], [16, 16, 16], [128, 16, 16]]
     assert cal._pool is None  # dropped until the fused ratios read deep again
+
+
+def test_the_calibrations_progress_counts_each_measurement_once(monkeypatch, tmp_path):
+    # its total was an estimate: a full calibration ended at "measurement 786/784"
+    seen = []
+    real_run = calibrate._Calibration.run
+
+    def run(self):
+        data = real_run(self)
+        seen.append((self.phase.count, self.phase.total))
+        return data
+
+    monkeypatch.setattr(calibrate._Calibration, "run", run)
+    calibrate.calibrate(quick=True, path=str(tmp_path / "p.json"), progress=False, attempts=1)
+    assert seen and all(count == total for count, total in seen)
+    made = calibrate._Calibration(quick=False, progress=False)._fused_other_ops()
+    assert made and set(made) <= set(calibrate.FUSED_MADE)

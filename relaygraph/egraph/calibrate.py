@@ -93,6 +93,11 @@ COLD_BYTES_MAX = 1 << 30
 # us each in its program, and over 192 or 480 MB of copies the same kernel took 81-88 and 324-342
 # us (LSTM's 512 -> 2048 gates; ResNet-50's 2048 -> 1000 classifier 557-584, against 355 over 48 MB)
 DEEP_ROWS = 16
+# Fused elementwise ops the calibration makes inputs for and measures at a few sizes (see
+# _Calibration.fused)
+FUSED_MADE = ("fused.add_relu", "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
+              "fused.multiply_add_relu", "fused.multiply_maximum", "fused.add_layer_norm",
+              "fused.multiply_softmax")
 MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
@@ -444,7 +449,8 @@ class _Calibration:
             + len(self._gemm_grid()) + len(self._bmm_grid()) \
             + len(self._conv_shapes()) * 2 + len(self._depthwise_shapes()) + len(self._transpose_shapes()) \
             + len(self._pointwise_shapes()) \
-            + len(self._dense_fused_shapes()) + 17
+            + len(self._dense_fused_shapes()) + len(self._fused_other_ops()) \
+            + 2 * len(self.sizes) + 2  # the numexpr groups of one and four ops; dispatch, in-program
         self.phase = phase("calibrate", f"measuring this machine's numpy executor"
                                         f"{' (quick)' if quick else ''}", total=total,
                            unit="measurement", progress=progress, every=2.0)
@@ -822,6 +828,16 @@ class _Calibration:
     def _conv_fused_ops(self) -> list:
         return [name for name, anchor in self._fused_anchors().items() if anchor == "nn.conv2d"]
 
+    def _fused_other_ops(self) -> list:
+        """The fused ops of the op table ``fused`` measures over their parts' prediction, at a few
+        sizes: those with inputs it makes (FUSED_MADE) and no anchor measured per shape (the dense
+        and matmul ones, above in ``fused``, and conv2d_add, in ``conv``); a layout-only fused op is
+        costed as its parts, Winograd's as conv2d's."""
+        from ..ops.fused_ops import FUSED_OPS
+
+        anchored = {n for n, a in self._fused_anchors().items() if a in DENSE_LIKE_ANCHORS}
+        return [n for n in FUSED_OPS if n in FUSED_MADE and n not in anchored | {"fused.conv2d_add"}]
+
     def _fused_anchors(self) -> dict:
         """Fused ops of the op table whose parts the calibration can build inputs for: the
         anchor's inputs, then a bias the size of the output channels (or units), or a per-channel
@@ -900,8 +916,10 @@ class _Calibration:
                     wino_t, wino4_t, direct_t = self.cold_times(calls, repeats=self.ratio_repeats)
                     return [wino_t / direct_t / wastes[0], wino4_t / direct_t / wastes[1]]
                 self.ratios(wino_job, [winograd, winograd4], winograd_features(c, o, float(out.size)))
-            if 2.0 * out.size * c * kh * kw > 4e8:
-                continue  # the epilogue's share of the largest is read off the nearest smaller ones
+            if 2.0 * out.size * c * kh * kw > 4e8:  # the epilogues' share of the largest is read off
+                # the nearest smaller ones
+                self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size} (as smaller ones)")
+                continue
             for name in fused_ops + residual_ops:
                 extra = ([_rand(self.rng, out.shape)] if name in residual_ops
                          else self._epilogue_inputs(name, o))
@@ -1051,8 +1069,6 @@ class _Calibration:
         self._pool = None  # the deep reads are done
         for name, measured in rows.items():
             self.data["fused"].setdefault(name, []).extend(measured)
-        # measured per shape against their anchor (above, and in conv())
-        anchored = {n for n, a in anchors.items() if a in DENSE_LIKE_ANCHORS} | {"fused.conv2d_add"}
 
         def elementwise(rows):
             return lambda n: [_rand(r, _rows(n, 512)) for _ in range(rows)]
@@ -1067,7 +1083,7 @@ class _Calibration:
             shape = (1, c, h, max(1, n // c // h))
             return [_rand(r, shape), _rand(r, (c, 1, 1)), _rand(r, (c, 1, 1))]
 
-        makers = {
+        makers = {  # (FUSED_MADE: these ops' names)
             "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
             "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
             "fused.multiply_add_relu": (per_channel, {}), "fused.multiply_maximum": (per_channel, {}),
@@ -1077,11 +1093,7 @@ class _Calibration:
             "fused.multiply_softmax": (lambda n: [_rand(r, (max(1, n // 4096), 64, 64)),
                                                   np.asarray(0.125, F32)], {"axis": -1}),
         }
-        from ..ops.fused_ops import FUSED_OPS
-
-        for name in FUSED_OPS:
-            if name in anchored or name not in makers:
-                continue  # a layout-only fused op: costed as its parts; Winograd's: as conv2d's
+        for name in self._fused_other_ops():
             make, attrs = makers[name]
             for n in self.fused_sizes:  # small too: there the fixed cost shows
                 arrays = make(n)
