@@ -788,6 +788,11 @@ class _Calibration:
                        # 23x23, 32 -> 128 on 11x11): few channels in on a small image, where the
                        # rows around them priced F(4x4, 3x3) 1.4% under F(2x2, 3x3) and it ran 6% over
                        (16, 23, 64, (3, 3), 1, (1, 1)), (32, 11, 128, (3, 3), 1, (1, 1)),
+                       # VGG's 512-channel layers on an 8x8 image (a 64x64 input): the 7-pixel row's
+                       # Winograd ratio, taken per tile of 2x2 outputs, priced it there as the direct
+                       # kernel (3.66 ms) where it ran 4.06-4.26 ms against the direct 3.48-3.80 ms:
+                       # its 16 MB transformed weight sets its time on so few tiles
+                       (512, 8, 512, (3, 3), 1, (1, 1)),
                        # SqueezeNet-1.0 at 224x224: its 96-channel 7x7 stem (the 64-channel stem's
                        # rows priced it 17% under), its expand layers on 27x27 and 13x13 (the rows
                        # around them priced the direct kernel 20-30% over) and its 1000-class 1x1

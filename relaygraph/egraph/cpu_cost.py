@@ -111,8 +111,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # and at 32K values too, where rows of 512 priced them at 0.55-0.9x their looped time on 7x7-28x28;
 # 37: products of at most 16 rows (``calibrate.DEEP_ROWS``) read their weights over the whole
 # last-level cache in the GEMM grid, where 48 MB of copies stayed in a 480 MB one and priced NasRNN's
-# one-row products at 0.6x their time in its program
-FORMAT = 37
+# one-row products at 0.6x their time in its program; 38: VGG's 512-channel 3x3 layer on 8x8 among
+# the calibrated convolutions, where the 7-pixel row priced Winograd there 10-14% under its time
+FORMAT = 38
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
