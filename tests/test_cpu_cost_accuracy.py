@@ -356,5 +356,6 @@ def test_the_calibrations_progress_counts_each_measurement_once(monkeypatch, tmp
     monkeypatch.setattr(calibrate._Calibration, "run", run)
     calibrate.calibrate(quick=True, path=str(tmp_path / "p.json"), progress=False, attempts=1)
     assert seen and all(count == total for count, total in seen)
-    made = calibrate._Calibration(quick=False, progress=False)._fused_other_ops()
-    assert made and set(made) <= set(calibrate.FUSED_MADE)
+    cal = calibrate._Calibration(quick=False, progress=False)
+    made = cal._fused_other_ops()
+    assert made and set(made) <= set(cal._fused_makers())

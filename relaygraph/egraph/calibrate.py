@@ -93,11 +93,6 @@ COLD_BYTES_MAX = 1 << 30
 # us each in its program, and over 192 or 480 MB of copies the same kernel took 81-88 and 324-342
 # us (LSTM's 512 -> 2048 gates; ResNet-50's 2048 -> 1000 classifier 557-584, against 355 over 48 MB)
 DEEP_ROWS = 16
-# Fused elementwise ops the calibration makes inputs for and measures at a few sizes (see
-# _Calibration.fused)
-FUSED_MADE = ("fused.add_relu", "fused.add_tanh", "fused.add_sigmoid", "fused.multiply_add",
-              "fused.multiply_add_relu", "fused.multiply_maximum", "fused.add_layer_norm",
-              "fused.multiply_softmax")
 MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
@@ -833,15 +828,44 @@ class _Calibration:
     def _conv_fused_ops(self) -> list:
         return [name for name, anchor in self._fused_anchors().items() if anchor == "nn.conv2d"]
 
+    def _fused_makers(self) -> dict:
+        """Per fused elementwise op ``fused`` measures at a few sizes: (inputs of ``n`` values, attrs)."""
+        r = self.rng
+
+        def elementwise(rows):
+            return lambda n: [_rand(r, _rows(n, 512)) for _ in range(rows)]
+
+        def per_channel(n):
+            # a batch norm as scale and shift, one value per channel of an NCHW activation, with
+            # as many channels as a network has at that size (512 on 7x7 in ResNet, 64 on 56x56):
+            # on rows of 512 values, ResNet-18's scale-shift-relus on (512, 7, 7) were priced at
+            # 19 us and took 71-93 us (numpy's broadcasting loop runs 49 values at a time)
+            c = 512 if n <= 1 << 15 else 256 if n <= 1 << 16 else 64
+            h = max(1, int(math.sqrt(max(n // c, 1))))
+            shape = (1, c, h, max(1, n // c // h))
+            return [_rand(r, shape), _rand(r, (c, 1, 1)), _rand(r, (c, 1, 1))]
+
+        return {
+            "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
+            "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
+            "fused.multiply_add_relu": (per_channel, {}), "fused.multiply_maximum": (per_channel, {}),
+            "fused.add_layer_norm": (lambda n: [_rand(r, _rows(n, 512)), _rand(r, _rows(n, 512)),
+                                                _rand(r, (min(n, 512),)), _rand(r, (min(n, 512),))],
+                                     {"axis": -1}),
+            "fused.multiply_softmax": (lambda n: [_rand(r, (max(1, n // 4096), 64, 64)),
+                                                  np.asarray(0.125, F32)], {"axis": -1}),
+        }
+
     def _fused_other_ops(self) -> list:
         """The fused ops of the op table ``fused`` measures over their parts' prediction, at a few
-        sizes: those with inputs it makes (FUSED_MADE) and no anchor measured per shape (the dense
+        sizes: those with inputs it makes (``_fused_makers``) and no anchor measured per shape (the dense
         and matmul ones, above in ``fused``, and conv2d_add, in ``conv``); a layout-only fused op is
         costed as its parts, Winograd's as conv2d's."""
         from ..ops.fused_ops import FUSED_OPS
 
         anchored = {n for n, a in self._fused_anchors().items() if a in DENSE_LIKE_ANCHORS}
-        return [n for n in FUSED_OPS if n in FUSED_MADE and n not in anchored | {"fused.conv2d_add"}]
+        made = self._fused_makers()
+        return [n for n in FUSED_OPS if n in made and n not in anchored | {"fused.conv2d_add"}]
 
     def _fused_anchors(self) -> dict:
         """Fused ops of the op table whose parts the calibration can build inputs for: the
@@ -1075,29 +1099,7 @@ class _Calibration:
         for name, measured in rows.items():
             self.data["fused"].setdefault(name, []).extend(measured)
 
-        def elementwise(rows):
-            return lambda n: [_rand(r, _rows(n, 512)) for _ in range(rows)]
-
-        def per_channel(n):
-            # a batch norm as scale and shift, one value per channel of an NCHW activation, with
-            # as many channels as a network has at that size (512 on 7x7 in ResNet, 64 on 56x56):
-            # on rows of 512 values, ResNet-18's scale-shift-relus on (512, 7, 7) were priced at
-            # 19 us and took 71-93 us (numpy's broadcasting loop runs 49 values at a time)
-            c = 512 if n <= 1 << 15 else 256 if n <= 1 << 16 else 64
-            h = max(1, int(math.sqrt(max(n // c, 1))))
-            shape = (1, c, h, max(1, n // c // h))
-            return [_rand(r, shape), _rand(r, (c, 1, 1)), _rand(r, (c, 1, 1))]
-
-        makers = {  # (FUSED_MADE: these ops' names)
-            "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
-            "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
-            "fused.multiply_add_relu": (per_channel, {}), "fused.multiply_maximum": (per_channel, {}),
-            "fused.add_layer_norm": (lambda n: [_rand(r, _rows(n, 512)), _rand(r, _rows(n, 512)),
-                                                _rand(r, (min(n, 512),)), _rand(r, (min(n, 512),))],
-                                     {"axis": -1}),
-            "fused.multiply_softmax": (lambda n: [_rand(r, (max(1, n // 4096), 64, 64)),
-                                                  np.asarray(0.125, F32)], {"axis": -1}),
-        }
+        makers = self._fused_makers()
         for name in self._fused_other_ops():
             make, attrs = makers[name]
             for n in self.fused_sizes:  # small too: there the fixed cost shows
