@@ -708,6 +708,19 @@ def test_calibration_weighs_a_convolutions_in_program_slowdown_by_what_the_cache
     assert factors["nn.conv2d"] == factors[cpu_cost.WINOGRAD] == factors["kind:conv"] == 1.0
 
 
+def test_calibrations_programs_run_the_winograd_kernel_models_get():
+    # the in-program factor of Winograd is measured on F(4x4, 3x3) layers, the kernel the models
+    # get: with two BLAS threads they slow in a program where F(2x2, 3x3)'s did not
+    from relaygraph.egraph import calibrate
+    from relaygraph.ir import iter_post_order
+
+    run = calibrate._Calibration(quick=True, progress=False)
+    tiles = [node.attrs["tile_size"] for func, _ in run._synthetic_programs_once()
+             for node in iter_post_order(func.body)
+             if isinstance(node, rg.Call) and getattr(node.op, "name", None) == cpu_cost.WINOGRAD]
+    assert tiles and set(tiles) == {calibrate.WINOGRAD_TILE} == {4}
+
+
 def test_grid_time_interpolates_log_rate_between_the_grid_shapes():
     # rate 1 at m=16, 8 at m=128 (the weight's read sets the time: rate in proportion to rows)
     grid = [[m, n, k, 2.0 * m * n * k, 2.0 * m * n * k / rate]

@@ -1248,9 +1248,16 @@ class _Calibration:
             out = op("nn.batch_norm", data, *(const(_rand(r, (channels,))) for _ in range(4)))
             return op("nn.relu", _first(out))
 
+        # Winograd as the models get it on these images, F(4x4, 3x3), whose 36 products per layer
+        # slow in a program differently from F(2x2, 3x3)'s 16: with two BLAS threads, in two
+        # spells of seven rounds, F(4x4) ran 1.17x and 0.97-1.03x its looped time in these stages,
+        # F(2x2) 0.93x (the direct kernel 0.97-1.02x); with one thread both 1.05x. Measured on
+        # F(2x2) alone, the factor priced ResNet-50's F(4x4) layers at two threads 0.84-0.87 of the
+        # direct kernel; its e-graph program was predicted 1.20x and measured 1.15-1.18x, and
+        # 1.14-1.17x with no Winograd layer at all
         def winograd(data, channels):
-            u = const(winograd_weight(_rand(r, (channels, channels, 3, 3), -0.1, 0.1)))
-            return op(WINOGRAD, data, u, tile_size=2, padding=(1, 1))
+            u = const(winograd_weight(_rand(r, (channels, channels, 3, 3), -0.1, 0.1), WINOGRAD_TILE))
+            return op(WINOGRAD, data, u, tile_size=WINOGRAD_TILE, padding=(1, 1))
 
         def residual(data, channels, conv):
             return op("nn.relu", op("add", bn_relu(conv, channels), data))
@@ -1360,6 +1367,7 @@ def _merge(points: list) -> list:
 # the first and the last: 14 rounds), and the rest, at least one, at the end (about 1.6 s a round).
 IN_PROGRAM_ROUNDS = 15
 ROUNDS_BETWEEN_PARTS = 2
+WINOGRAD_TILE = 4  # the Winograd kernel the synthetic programs' stages run (see _synthetic_programs)
 
 # The probe's slowest pass over its fastest, during one calibration, above which the machine's speed
 # is taken to have changed while it was measured (its parts would disagree with each other).

@@ -112,8 +112,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # 37: products of at most 16 rows (``calibrate.DEEP_ROWS``) read their weights over the whole
 # last-level cache in the GEMM grid, where 48 MB of copies stayed in a 480 MB one and priced NasRNN's
 # one-row products at 0.6x their time in its program; 38: VGG's 512-channel 3x3 layer on 8x8 among
-# the calibrated convolutions, where the 7-pixel row priced Winograd there 10-14% under its time
-FORMAT = 38
+# the calibrated convolutions, where the 7-pixel row priced Winograd there 10-14% under its time;
+# 39: the in-program factor of Winograd measured on F(4x4, 3x3) layers, the kernel the models get
+# (the synthetic stages ran F(2x2, 3x3), whose products slow less in a program with two BLAS threads)
+FORMAT = 39
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
