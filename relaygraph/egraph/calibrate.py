@@ -445,7 +445,7 @@ class _Calibration:
             + len(self._conv_shapes()) * 2 + len(self._depthwise_shapes()) + len(self._transpose_shapes()) \
             + len(self._pointwise_shapes()) \
             + len(self._dense_fused_shapes()) + len(self._fused_other_ops()) \
-            + 2 * len(self.sizes) + 2  # the numexpr groups of one and four ops; dispatch, in-program
+            + len(NUMEXPR_GROUPS) * len(self.sizes) + 2  # the numexpr groups; dispatch, in-program
         self.phase = phase("calibrate", f"measuring this machine's numpy executor"
                                         f"{' (quick)' if quick else ''}", total=total,
                            unit="measurement", progress=progress, every=2.0)
@@ -712,7 +712,7 @@ class _Calibration:
         from ..ir.expr import Function, var
         from ..ops.builders import make_call
 
-        for ops in (1, 4):
+        for ops in NUMEXPR_GROUPS:
             points = []
             for n in self.sizes:
                 shape = _rows(n, 256)
@@ -1367,6 +1367,7 @@ def _merge(points: list) -> list:
 # the first and the last: 14 rounds), and the rest, at least one, at the end (about 1.6 s a round).
 IN_PROGRAM_ROUNDS = 15
 ROUNDS_BETWEEN_PARTS = 2
+NUMEXPR_GROUPS = (1, 4)  # ops per numexpr program the calibration times, at each of its sizes
 WINOGRAD_TILE = 4  # the Winograd kernel the synthetic programs' stages run (see _synthetic_programs)
 
 # The probe's slowest pass over its fastest, during one calibration, above which the machine's speed
