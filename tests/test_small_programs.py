@@ -43,7 +43,7 @@ def test_calibrate_cli_writes_the_new_curves(tmp_path, capsys):
     path = tmp_path / "p.json"
     assert main(["calibrate", "--quick", "--profile", str(path)]) == 0
     data = json.loads(path.read_text())
-    assert data["key"]["format"] == cpu_cost.FORMAT == 39
+    assert data["key"]["format"] == cpu_cost.FORMAT == 40
     assert f"add{BROADCAST}" in data["curves"] and f"nn.bias_add{LAST_AXIS}" in data["curves"]
     assert data["program"] >= 0
 
@@ -235,3 +235,50 @@ def test_profile_and_predict_leave_out_what_the_plan_computes_when_made(model):
     assert predict(mod) == pytest.approx(p.predicted_program)
     live, _ = _kn_program(weight_const=False)
     assert [n.op for n in rg.profile(live, runs=2, progress=False).nodes] == ["transpose", "nn.matmul"]
+
+
+def test_per_channel_operands_are_told_apart_from_rows_and_single_values():
+    act, vec = T((1, 256, 14, 14), "float32"), T((256, 1, 1), "float32")
+    assert cpu_cost.per_channel([act, vec, vec], act)
+    assert cpu_cost.per_channel([vec, act], act)  # either side
+    rows, bias = T((128, 768), "float32"), T((768,), "float32")
+    assert not cpu_cost.per_channel([rows, bias], rows)  # a bias along the last axis: a row at a time
+    assert not cpu_cost.per_channel([act, T((), "float32")], act)  # a single value
+    assert not cpu_cost.per_channel([act, T((1, 1, 1), "float32")], act)
+    assert not cpu_cost.per_channel([act, act], act)
+    column = T((1, 256, 14, 1), "float32")
+    assert not cpu_cost.per_channel([column, T((256, 1, 1), "float32")], column)  # rows of one value
+
+
+def test_the_calibration_measures_fused_ops_on_per_channel_operands(model):
+    fused = model.profile.data["fused"]
+    for name in cpu_cost.PER_CHANNEL_FUSED:
+        assert fused.get(name) and fused.get(name + cpu_cost.CHANNEL)
+        assert all(ratio > 0 for *_, ratio in fused[name + cpu_cost.CHANNEL])
+    cal = calibrate._Calibration(quick=True, progress=False)
+    makers = cal._fused_makers()
+    assert {n + cpu_cost.CHANNEL for n in cpu_cost.PER_CHANNEL_FUSED} <= set(cal._fused_other_ops())
+    for name in cpu_cost.PER_CHANNEL_FUSED:
+        make, _ = makers[name + cpu_cost.CHANNEL]
+        x, *vectors = make(50176)
+        assert x.shape == (1, 256, 14, 14) and len(vectors) == lookup(name).num_inputs - 1
+        assert all(v.shape == (256, 1, 1) for v in vectors)
+        assert cpu_cost.per_channel([rg.TensorType(a.shape, "float32") for a in (x, *vectors)],
+                                    rg.TensorType(x.shape, "float32"))
+
+
+def test_a_fused_op_on_per_channel_operands_takes_its_per_channel_ratio(model):
+    n = 256 * 14 * 14
+    fused = dict(model.profile.data["fused"], **{"fused.multiply_add": [[16, 1.0], [1 << 21, 1.0]],
+                                                 "fused.multiply_add@chan": [[16, 2.5], [1 << 21, 2.5]]})
+    m = cpu_cost.CpuCost(cpu_cost.Profile(dict(model.profile.data, fused=fused)))
+    act, vec = T((1, 256, 14, 14), "float32"), T((256, 1, 1), "float32")
+    base, features = m.fused_base("fused.multiply_add", {}, [act, vec, vec], act)
+    assert features == (n,)
+    assert m.kernel("fused.multiply_add", {}, [act, vec, vec], act) == pytest.approx(2.5 * base)
+    equal, _ = m.fused_base("fused.multiply_add", {}, [act, act, act], act)
+    assert m.kernel("fused.multiply_add", {}, [act, act, act], act) == pytest.approx(equal)
+    # a profile without the per-channel rows prices both forms by the one ratio
+    del fused["fused.multiply_add@chan"]
+    m = cpu_cost.CpuCost(cpu_cost.Profile(dict(model.profile.data, fused=fused)))
+    assert m.kernel("fused.multiply_add", {}, [act, vec, vec], act) == pytest.approx(base)

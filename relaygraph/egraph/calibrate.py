@@ -56,8 +56,10 @@ from ..ir.traversal import iter_post_order
 from ..ir.types import TensorType
 from .cpu_cost import (
     BROADCAST,
+    CHANNEL,
     DENSE_LIKE_ANCHORS,
     LAST_AXIS,
+    PER_CHANNEL_FUSED,
     SCALAR,
     SIZE_BIN,
     TRANSPOSE_ROWS,
@@ -830,31 +832,42 @@ class _Calibration:
 
     def _fused_makers(self) -> dict:
         """Per fused elementwise op ``fused`` measures at a few sizes: (inputs of ``n`` values, attrs)."""
+        from ..ops import lookup
+
         r = self.rng
 
         def elementwise(rows):
             return lambda n: [_rand(r, _rows(n, 512)) for _ in range(rows)]
 
-        def per_channel(n):
+        def per_channel(vectors):
             # a batch norm as scale and shift, one value per channel of an NCHW activation, with
             # as many channels as a network has at that size (512 on 7x7 in ResNet, 64 on 56x56):
             # on rows of 512 values, ResNet-18's scale-shift-relus on (512, 7, 7) were priced at
             # 19 us and took 71-93 us (numpy's broadcasting loop runs 49 values at a time)
-            c = 512 if n <= 1 << 15 else 256 if n <= 1 << 16 else 64
-            h = max(1, int(math.sqrt(max(n // c, 1))))
-            shape = (1, c, h, max(1, n // c // h))
-            return [_rand(r, shape), _rand(r, (c, 1, 1)), _rand(r, (c, 1, 1))]
+            def make(n):
+                c = 512 if n <= 1 << 15 else 256 if n <= 1 << 16 else 64
+                h = max(1, int(math.sqrt(max(n // c, 1))))
+                shape = (1, c, h, max(1, n // c // h))
+                return [_rand(r, shape)] + [_rand(r, (c, 1, 1)) for _ in range(vectors)]
+            return make
 
-        return {
+        made = {
             "fused.add_relu": (elementwise(2), {}), "fused.add_tanh": (elementwise(2), {}),
             "fused.add_sigmoid": (elementwise(2), {}), "fused.multiply_add": (elementwise(3), {}),
-            "fused.multiply_add_relu": (per_channel, {}), "fused.multiply_maximum": (per_channel, {}),
+            "fused.multiply_add_relu": (per_channel(2), {}), "fused.multiply_maximum": (per_channel(2), {}),
             "fused.add_layer_norm": (lambda n: [_rand(r, _rows(n, 512)), _rand(r, _rows(n, 512)),
                                                 _rand(r, (min(n, 512),)), _rand(r, (min(n, 512),))],
                                      {"axis": -1}),
             "fused.multiply_softmax": (lambda n: [_rand(r, (max(1, n // 4096), 64, 64)),
                                                   np.asarray(0.125, F32)], {"axis": -1}),
         }
+        # the same ops on per-channel operands (``cpu_cost.CHANNEL``), as a network's scale-shift
+        # or bias in NCHW gives them: their ratio on equal shapes did not carry over (a
+        # multiply_add on (1, 256, 14, 14) and two (256, 1, 1) took 41 us looped and was priced
+        # at 19, so a scale-shift-relu after a convolution was priced below folding it in)
+        for name in PER_CHANNEL_FUSED:
+            made[name + CHANNEL] = (per_channel(lookup(name).num_inputs - 1), {})
+        return made
 
     def _fused_other_ops(self) -> list:
         """The fused ops of the op table ``fused`` measures over their parts' prediction, at a few
@@ -865,7 +878,8 @@ class _Calibration:
 
         anchored = {n for n, a in self._fused_anchors().items() if a in DENSE_LIKE_ANCHORS}
         made = self._fused_makers()
-        return [n for n in FUSED_OPS if n in made and n not in anchored | {"fused.conv2d_add"}]
+        ops = [n for n in FUSED_OPS if n in made and n not in anchored | {"fused.conv2d_add"}]
+        return ops + [n + CHANNEL for n in ops if n + CHANNEL in made]
 
     def _fused_anchors(self) -> dict:
         """Fused ops of the op table whose parts the calibration can build inputs for: the
@@ -1102,13 +1116,14 @@ class _Calibration:
         makers = self._fused_makers()
         for name in self._fused_other_ops():
             make, attrs = makers[name]
+            op = name.removesuffix(CHANNEL)  # the per-channel form's rows are kept apart
             for n in self.fused_sizes:  # small too: there the fixed cost shows
                 arrays = make(n)
-                kernel, canon = _call(name, arrays, **attrs)
+                kernel, canon = _call(op, arrays, **attrs)
                 out = kernel(arrays, canon)
                 t = self.kernel_time(kernel, arrays, canon)
                 types = [TensorType(a.shape, "float32") for a in arrays]
-                est, features = model.fused_base(name, canon, types, TensorType(out.shape, "float32"))
+                est, features = model.fused_base(op, canon, types, TensorType(out.shape, "float32"))
                 self.data["fused"].setdefault(name, []).append([*features, t / est])
             self.step(name)
 

@@ -36,6 +36,7 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
            "profile_file", "clock_of", "timer",
            "conv_features", "dense_features", "nearest", "load_profile", "default_profile", "reset_default",
            "FORMAT", "op_kind", "tile_waste", "traffic_elements", "broadcasts", "BROADCAST", "LAST_AXIS",
+           "CHANNEL", "PER_CHANNEL_FUSED", "per_channel",
            "SCALAR", "SIZE_BIN", "with_scalar", "size_factor", "size_bin", "data_bytes",
            "grid_time", "TRANSPOSE_ROWS", "layout_change"]
 
@@ -114,8 +115,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # one-row products at 0.6x their time in its program; 38: VGG's 512-channel 3x3 layer on 8x8 among
 # the calibrated convolutions, where the 7-pixel row priced Winograd there 10-14% under its time;
 # 39: the in-program factor of Winograd measured on F(4x4, 3x3) layers, the kernel the models get
-# (the synthetic stages ran F(2x2, 3x3), whose products slow less in a program with two BLAS threads)
-FORMAT = 39
+# (the synthetic stages ran F(2x2, 3x3), whose products slow less in a program with two BLAS threads);
+# 40: fused add_relu and multiply_add on per-channel operands have ratios of their own (``CHANNEL``),
+# where the ratio on equal shapes priced a scale-shift on (256, 14, 14) at half its time
+FORMAT = 40
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
@@ -542,6 +545,11 @@ DENSE_LIKE_ANCHORS = ("nn.conv2d", "nn.dense", "nn.matmul")
 BROADCAST = "@bcast"
 LAST_AXIS = "@last"
 SCALAR = "@scalar"
+# a fused elementwise op's ratio on per-channel operands ((C, 1, 1) against an NCHW activation,
+# ``per_channel``), measured apart from its ratio on equal shapes, for the ops in
+# PER_CHANNEL_FUSED: numpy's broadcasting loop then runs over one row of an image at a time
+CHANNEL = "@chan"
+PER_CHANNEL_FUSED = ("fused.add_relu", "fused.multiply_add")
 
 
 def broadcasts(arg_types: Sequence) -> bool:
@@ -550,6 +558,27 @@ def broadcasts(arg_types: Sequence) -> bool:
     if len(arg_types) != 2 or not all(isinstance(t, TensorType) and len(t.shape) > 0 for t in arg_types):
         return False
     return tuple(arg_types[0].shape) != tuple(arg_types[1].shape)
+
+
+def per_channel(arg_types: Sequence, out_type) -> bool:
+    """True when an input broadcasts along the output's last axis from a length of 1 (a (C, 1, 1)
+    scale or bias on an NCHW activation), so numpy's broadcasting loop runs along rows of the
+    output rather than over it whole; a single value does not count."""
+    if not isinstance(out_type, TensorType) or len(out_type.shape) < 2:
+        return False
+    try:
+        last = _shape(out_type)[-1]
+    except CostModelError:
+        return False
+    for t in arg_types:
+        if isinstance(t, TensorType) and len(t.shape) >= 2:
+            try:
+                shape = _shape(t)
+            except CostModelError:
+                continue
+            if shape[-1] == 1 < last and math.prod(shape) > 1:
+                return True
+    return False
 
 
 def with_scalar(arg_types: Sequence) -> bool:
@@ -1227,6 +1256,8 @@ class CpuCost:
         full = record.resolve(attrs)
         base, features = self.fused_base(op, full, arg_types, out_type)
         rows = self.profile.fused.get(op)
+        if op in PER_CHANNEL_FUSED and per_channel(arg_types, out_type):
+            rows = self.profile.fused.get(op + CHANNEL) or rows
         if int(full.get("groups", 1) or 1) != 1 and self.profile.fused_grouped.get(op):
             return base * nearest(self.profile.fused_grouped[op], (_numel(out_type),))
         return base * (nearest(rows, features) if rows else 1.0)
