@@ -43,7 +43,7 @@ def test_calibrate_cli_writes_the_new_curves(tmp_path, capsys):
     path = tmp_path / "p.json"
     assert main(["calibrate", "--quick", "--profile", str(path)]) == 0
     data = json.loads(path.read_text())
-    assert data["key"]["format"] == cpu_cost.FORMAT == 41
+    assert data["key"]["format"] == cpu_cost.FORMAT == 42
     assert f"add{BROADCAST}" in data["curves"] and f"nn.bias_add{LAST_AXIS}" in data["curves"]
     assert data["program"] >= 0
 
@@ -288,30 +288,29 @@ def test_the_dispatch_is_settled_over_the_kernels_as_the_curves_price_them():
     # the curves time tiny kernels cycled with the others, slower than looped alone: a dispatch
     # taken over the looped kernels counted that share twice (diamond-chain priced 1.2x its time)
     cal = calibrate._Calibration(quick=True, progress=False)
-    ops = [("add", True), ("tanh", False)]
-    cal._dispatch_plan = {"extra": 0.8e-6, "alone": 0.5e-6, "ops": ops, "shape": (8, 32), "one": 12e-6}
-    cal.data["program_per_input"] = 1e-6
-    cal.data["dispatch"], cal.data["program"] = 0.8e-6, 9.5e-6
+    x = np.ones((8, 32), np.float32)
+    calls = []
+    for name, args in (("add", [x, x]), ("tanh", [x])):
+        kernel, attrs = calibrate._call(name, args)
+        calls.append((kernel, args, attrs))
+    cal._dispatch_plan = {"extra": 2e-6, "calls": calls, "ops": [("add", True), ("tanh", False)],
+                          "shape": (8, 32)}
+    cal.data["dispatch"], cal.data["program"] = 2e-6, 9e-6
     cal.data["curves"]["add"] = [[16.0, 0.6e-6], [256.0, 0.7e-6], [1e6, 1e-3]]
     cal._settle_dispatch()
-    assert cal.data["dispatch"] == 0.8e-6  # no tanh curve: the looped kernels stay the reference
+    assert cal.data["dispatch"] == 2e-6  # no tanh curve: the looped kernels stay the reference
     cal.data["curves"]["tanh"] = [[16.0, 0.8e-6], [256.0, 0.9e-6], [1e6, 2e-3]]
-    cal.data["curves"]["negative"] = [[16.0, 0.5e-6], [256.0, 0.6e-6], [1e6, 1e-3]]
     cal._settle_dispatch()
     model = cpu_cost.CpuCost(cpu_cost.Profile(dict(cal.data, key={})))
     t = T((8, 32), "float32")
     priced = (model.kernel("add", {}, [t, t], t) + model.kernel("tanh", {}, [t], t)) / 2
-    assert cal.data["dispatch_plan"] == pytest.approx(1.3e-6)
-    assert priced == pytest.approx(0.8e-6)  # 0.3 us over the kernels looped alone
-    assert cal.data["dispatch"] == pytest.approx(0.5e-6)  # was 0.8: the plan's 0.8 over looped kernels
-    # the model prices the plan's instructions at their measured time, and a one-instruction
-    # program at the time measured for it
-    assert model.profile.dispatch + priced == pytest.approx(1.3e-6)
-    one = cal.data["program"] + cal.data["program_per_input"] + model.profile.dispatch \
-        + model.kernel("negative", {}, [t], t)
-    assert one == pytest.approx(12e-6)
+    assert priced == pytest.approx(0.8e-6)
+    share = cal.data["dispatch_share"]
+    assert share < priced  # the curves' price less the kernels looped alone, now
+    assert cal.data["dispatch"] == pytest.approx(2e-6 - share)
+    assert cal.data["program"] == 9e-6  # the per-program cost keeps the dispatch part's figures
 
 
 def test_a_calibration_settles_its_dispatch_after_the_curves(model):
     data = model.profile.data
-    assert data["dispatch_plan"] > data["dispatch"] > 0
+    assert data["dispatch"] > 0 and data["dispatch_share"] < 1e-5

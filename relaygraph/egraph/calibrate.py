@@ -580,14 +580,13 @@ class _Calibration:
             args = [value, value] if binary else [value]
             kernel, attrs = _call(name, args)
             calls_alone.append((kernel, args, attrs))
-        extra, alones = [], []
+        extra = []
         # the plan and its kernels alone timed side by side, round after round: on a shared
         # machine its speed drifts by tens of percent within seconds, and the difference of two
         # figures taken apart drifted with it (0.25 to 1.2 us per instruction)
         for _ in range(3 * self.repeats):
             alone = sum(measure(lambda k=k, a=a, c=c: k(a, c), 1, self.min_seconds / 4, self.timer)
                         for k, a, c in calls_alone) * 25
-            alones.append(alone)
             extra.append(measure(lambda: plan.run([value]), 1, self.min_seconds, self.timer) - alone)
         self.data["dispatch"] = max(statistics.median(extra) / len(calls), 1e-8)
         # per program, and per input (rg.evaluate checks each input against its parameter)
@@ -606,21 +605,22 @@ class _Calibration:
         shots = self.single_shots(lambda: evaluate(one, value), lambda: plan.run([value]))
         self.data["program"] = max(max(t_one, shots) - self.data["dispatch"] - neg
                                    - self.data["program_per_input"], 0.0)
-        # settled against the curves once they are measured (``_settle_dispatch``)
-        self._dispatch_plan = {"extra": statistics.median(extra) / len(calls),
-                               "alone": statistics.median(alones) / len(calls),
-                               "ops": [(name, binary) for name, binary in chain], "shape": shape,
-                               "one": max(t_one, shots)}
+        # the dispatch is settled against the curves once they are measured (``_settle_dispatch``);
+        # the per-program cost keeps this part's figures
+        self._dispatch_plan = {"extra": statistics.median(extra) / len(calls), "calls": calls_alone,
+                               "ops": [(name, binary) for name, binary in chain], "shape": shape}
         self.step("dispatch")
 
     def _settle_dispatch(self) -> None:
-        """The dispatch and the per-program cost again, against the kernels as the curves price
-        them rather than looped alone: the curves time each point cycled with the others (see
-        ``curves``), which a tiny kernel's time shows (an add on (8, 32) 0.70 us on its curve,
-        0.47 looped alone), so with the dispatch taken over the looped kernels the model counted
-        that share twice and priced the dispatch plan itself 1.19x its time (diamond-chain's
-        4000 instructions on (4,) 1.2-1.3x theirs). Here the model prices the plan at its
-        measured time, and a one-instruction program at the time ``dispatch`` measured."""
+        """The dispatch again, against the kernels as the curves price them rather than looped
+        alone: the curves time each point cycled with the others (see ``curves``), which a tiny
+        kernel's time shows (an add on (8, 32) 0.70 us on its curve, 0.47 looped alone), so with
+        the dispatch taken over the looped kernels the model counted that share twice and priced
+        the dispatch plan itself 1.19x its time (diamond-chain's 4000 instructions on (4,)
+        1.2-1.3x theirs). The share is the plan's kernels as the curves price them less the same
+        kernels looped alone now, right after the curves: taken against the looped times of the
+        dispatch's own rounds instead, the machine's drift between the two parts moved the
+        dispatch by 15% from one calibration to the next."""
         plan = self._dispatch_plan
         if plan is None:
             return
@@ -630,11 +630,11 @@ class _Calibration:
         t = TensorType(plan["shape"], "float32")
         priced = statistics.fmean(model.kernel(name, {}, [t, t] if binary else [t], t)
                                   for name, binary in plan["ops"])
-        self.data["dispatch_plan"] = plan["extra"] + plan["alone"]  # seconds per instruction
-        self.data["dispatch"] = max(self.data["dispatch_plan"] - priced, 1e-8)
-        neg = model.kernel("negative", {}, [t], t)
-        self.data["program"] = max(plan["one"] - self.data["dispatch"] - neg
-                                   - self.data["program_per_input"], 0.0)
+        looped = statistics.median(
+            sum(measure(lambda k=k, a=a, c=c: k(a, c), 1, self.min_seconds / 4, self.timer)
+                for k, a, c in plan["calls"]) for _ in range(3 * self.repeats)) / len(plan["calls"])
+        self.data["dispatch_share"] = priced - looped  # per instruction
+        self.data["dispatch"] = max(plan["extra"] - self.data["dispatch_share"], 1e-8)
 
     def single_shots(self, fn, other, rounds: int = 0) -> float:
         """Seconds of one call of ``fn`` run right after ``other`` (by the profile's clock, less

@@ -119,8 +119,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # 40: fused add_relu and multiply_add on per-channel operands have ratios of their own (``CHANNEL``),
 # where the ratio on equal shapes priced a scale-shift on (256, 14, 14) at half its time; 41: the
 # dispatch taken over the kernels as the curves price them (``calibrate._settle_dispatch``), where
-# over the kernels looped alone the model priced the dispatch plan itself 1.19x its measured time
-FORMAT = 41
+# over the kernels looped alone the model priced the dispatch plan itself 1.19x its measured time;
+# 42: that share taken against the kernels looped right after the curves, not in the dispatch's
+# own rounds (the machine's drift between the two parts moved the dispatch by 15%)
+FORMAT = 42
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
