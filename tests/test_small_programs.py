@@ -292,9 +292,8 @@ def test_the_dispatch_is_settled_over_the_kernels_as_the_curves_price_them():
     calls = []
     for name, args in (("add", [x, x]), ("tanh", [x])):
         kernel, attrs = calibrate._call(name, args)
-        calls.append((kernel, args, attrs))
-    cal._dispatch_plan = {"extra": 2e-6, "calls": calls, "ops": [("add", True), ("tanh", False)],
-                          "shape": (8, 32)}
+        calls.append((name, kernel, args, attrs))
+    cal._dispatch_plan = {"extra": 2e-6, "calls": calls}
     cal.data["dispatch"], cal.data["program"] = 2e-6, 9e-6
     cal.data["curves"]["add"] = [[16.0, 0.6e-6], [256.0, 0.7e-6], [1e6, 1e-3]]
     cal._settle_dispatch()

@@ -543,8 +543,6 @@ class _Calibration:
         for measure_part in (self.dispatch, self.curves, self.gemm, self.bmm, self.numexpr, self.conv,
                              self.conv_transpose, self.fused, self.in_program):
             measure_part()
-            if measure_part == self.curves:
-                self._settle_dispatch()  # the dispatch over the kernels as the curves price them
             probes.append(probe())  # after each part: a part measured while the machine ran slower shows
             if measure_part not in (self.dispatch, self.in_program):
                 self._spread_rounds()
@@ -575,18 +573,17 @@ class _Calibration:
                 calls.append((name, binary))
         plan = compile_function(Function([x], body))
         value = _rand(self.rng, shape)
-        calls_alone = []
+        calls_alone = []  # (op, kernel, args, attrs)
         for name, binary in chain:
             args = [value, value] if binary else [value]
             kernel, attrs = _call(name, args)
-            calls_alone.append((kernel, args, attrs))
+            calls_alone.append((name, kernel, args, attrs))
         extra = []
         # the plan and its kernels alone timed side by side, round after round: on a shared
         # machine its speed drifts by tens of percent within seconds, and the difference of two
         # figures taken apart drifted with it (0.25 to 1.2 us per instruction)
         for _ in range(3 * self.repeats):
-            alone = sum(measure(lambda k=k, a=a, c=c: k(a, c), 1, self.min_seconds / 4, self.timer)
-                        for k, a, c in calls_alone) * 25
+            alone = self._looped_alone(calls_alone) * 25
             extra.append(measure(lambda: plan.run([value]), 1, self.min_seconds, self.timer) - alone)
         self.data["dispatch"] = max(statistics.median(extra) / len(calls), 1e-8)
         # per program, and per input (rg.evaluate checks each input against its parameter)
@@ -607,9 +604,13 @@ class _Calibration:
                                    - self.data["program_per_input"], 0.0)
         # the dispatch is settled against the curves once they are measured (``_settle_dispatch``);
         # the per-program cost keeps this part's figures
-        self._dispatch_plan = {"extra": statistics.median(extra) / len(calls), "calls": calls_alone,
-                               "ops": [(name, binary) for name, binary in chain], "shape": shape}
+        self._dispatch_plan = {"extra": statistics.median(extra) / len(calls), "calls": calls_alone}
         self.step("dispatch")
+
+    def _looped_alone(self, calls: list) -> float:
+        """Seconds of one pass over ``calls`` ((op, kernel, args, attrs)), each kernel looped alone."""
+        return sum(measure(lambda k=k, a=a, c=c: k(a, c), 1, self.min_seconds / 4, self.timer)
+                   for _, k, a, c in calls)
 
     def _settle_dispatch(self) -> None:
         """The dispatch again, against the kernels as the curves price them rather than looped
@@ -625,15 +626,14 @@ class _Calibration:
         plan = self._dispatch_plan
         if plan is None:
             return
-        if not all(self.data["curves"].get(name) for name, _ in plan["ops"]):
+        calls = plan["calls"]
+        if not all(self.data["curves"].get(name) for name, *_ in calls):
             return  # a curve is missing: the looped kernels stay the reference
         model = self._round_model()
-        t = TensorType(plan["shape"], "float32")
-        priced = statistics.fmean(model.kernel(name, {}, [t, t] if binary else [t], t)
-                                  for name, binary in plan["ops"])
-        looped = statistics.median(
-            sum(measure(lambda k=k, a=a, c=c: k(a, c), 1, self.min_seconds / 4, self.timer)
-                for k, a, c in plan["calls"]) for _ in range(3 * self.repeats)) / len(plan["calls"])
+        priced = statistics.fmean(
+            model.kernel(name, {}, [TensorType(a.shape, "float32") for a in args],
+                         TensorType(args[0].shape, "float32")) for name, _, args, _ in calls)
+        looped = statistics.median(self._looped_alone(calls) for _ in range(3 * self.repeats)) / len(calls)
         self.data["dispatch_share"] = priced - looped  # per instruction
         self.data["dispatch"] = max(plan["extra"] - self.data["dispatch_share"], 1e-8)
 
@@ -682,6 +682,7 @@ class _Calibration:
         times = measure_alternated([call for _, _, call in points], self.repeats, self.min_seconds,
                                    self.timer, warm=True, on_round=advance)
         self.data["curves"].update(curves_of(points, times))
+        self._settle_dispatch()  # the dispatch over the kernels as these curves price them
 
     def curve_points(self) -> list[tuple[str, float, Callable]]:
         """The curves' points, each (curve, work size, a call of its kernel on its inputs): every
