@@ -26,7 +26,8 @@ from collections import Counter
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 # (channels, image side): channels in = channels out, padding 1
-SHAPES = [(64, 56), (128, 28), (256, 14), (512, 7), (128, 56), (256, 28), (512, 14), (64, 112), (128, 112)]
+SHAPES = [(64, 56), (128, 28), (256, 14), (512, 7), (128, 56), (256, 28), (512, 14), (64, 112), (128, 112),
+          (64, 224)]
 
 
 def _parse(shapes: str) -> list[tuple[int, int]]:

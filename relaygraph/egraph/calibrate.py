@@ -834,7 +834,12 @@ class _Calibration:
                        (512, 13, 1000, (1, 1), 1, (0, 0)),
                        # a vision transformer's patch embedding (ViT-SiMA's 16x16 patches, stride 16):
                        # 256 taps, where the rows above have at most 49, priced it at 0.37 of its time
-                       (3, 224, 192, (16, 16), 16, (0, 0))]
+                       (3, 224, 192, (16, 16), 16, (0, 0)),
+                       # 3x3 layers on large images, which Winograd now takes too: VGG's 64-channel
+                       # layer on 224x224 (its 116 MB of gathered columns leave the caches; the rows
+                       # above priced the direct kernel at 53 ms where it ran 76-81) and
+                       # Inception-v3's 32 -> 64 on 147x147
+                       (64, 224, 64, (3, 3), 1, (1, 1)), (32, 147, 64, (3, 3), 1, (1, 1))]
         return shapes
 
     def _depthwise_shapes(self) -> list:

@@ -121,8 +121,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # dispatch taken over the kernels as the curves price them (``calibrate._settle_dispatch``), where
 # over the kernels looped alone the model priced the dispatch plan itself 1.19x its measured time;
 # 42: that share taken against the kernels looped right after the curves, not in the dispatch's
-# own rounds (the machine's drift between the two parts moved the dispatch by 15%)
-FORMAT = 42
+# own rounds (the machine's drift between the two parts moved the dispatch by 15%); 43: 3x3
+# layers on 224x224 and 147x147 among the calibrated convolutions, as Winograd is no longer kept
+# to images of 112x112 at most (VGG's 64-channel layer on 224x224: direct kernel priced 53 ms
+# from the smaller rows, measured 76-81)
+FORMAT = 43
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
