@@ -585,7 +585,8 @@ class _Calibration:
         for _ in range(3 * self.repeats):
             alone = self._looped_alone(calls_alone) * 25
             extra.append(measure(lambda: plan.run([value]), 1, self.min_seconds, self.timer) - alone)
-        self.data["dispatch"] = max(statistics.median(extra) / len(calls), 1e-8)
+        per_instruction = statistics.median(extra) / len(calls)
+        self.data["dispatch"] = max(per_instruction, 1e-8)
         # per program, and per input (rg.evaluate checks each input against its parameter)
         params = [var(f"p{i}", TensorType(shape, "float32")) for i in range(16)]
         one = IRModule.from_expr(Function(params[:1], make_call("negative", params[0])))
@@ -604,7 +605,7 @@ class _Calibration:
                                    - self.data["program_per_input"], 0.0)
         # the dispatch is settled against the curves once they are measured (``_settle_dispatch``);
         # the per-program cost keeps this part's figures
-        self._dispatch_plan = {"extra": statistics.median(extra) / len(calls), "calls": calls_alone}
+        self._dispatch_plan = {"extra": per_instruction, "calls": calls_alone}
         self.step("dispatch")
 
     def _looped_alone(self, calls: list) -> float:
