@@ -840,7 +840,13 @@ class _Calibration:
                        # layer on 224x224 (its 116 MB of gathered columns leave the caches; the rows
                        # above priced the direct kernel at 53 ms where it ran 76-81) and
                        # Inception-v3's 32 -> 64 on 147x147
-                       (64, 224, 64, (3, 3), 1, (1, 1)), (32, 147, 64, (3, 3), 1, (1, 1))]
+                       (64, 224, 64, (3, 3), 1, (1, 1)), (32, 147, 64, (3, 3), 1, (1, 1)),
+                       # few channels out on a 56-pixel image (DenseNet's first growth layers,
+                       # 128 -> 32): the rows around it put F(4x4, 3x3) at 0.69 of the direct
+                       # kernel and F(2x2) at 0.84, where they ran 0.56 and 0.68; and many out on a
+                       # 73-pixel one, unpadded (Inception-v3's 80 -> 192): there 0.74 and 0.92,
+                       # where they ran 0.94 and 1.18
+                       (128, 56, 32, (3, 3), 1, (1, 1)), (80, 73, 192, (3, 3), 1, (0, 0))]
         return shapes
 
     def _depthwise_shapes(self) -> list:

@@ -124,8 +124,10 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # own rounds (the machine's drift between the two parts moved the dispatch by 15%); 43: 3x3
 # layers on 224x224 and 147x147 among the calibrated convolutions, as Winograd is no longer kept
 # to images of 112x112 at most (VGG's 64-channel layer on 224x224: direct kernel priced 53 ms
-# from the smaller rows, measured 76-81)
-FORMAT = 43
+# from the smaller rows, measured 76-81); 44: DenseNet's 128 -> 32 on 56x56 and Inception-v3's
+# 80 -> 192 on 73x73 among them (Winograd there priced 0.69 and 0.74 of the direct kernel from
+# the rows around them, measured 0.56 and 0.94)
+FORMAT = 44
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
