@@ -159,8 +159,9 @@ def stage(channels: int, mid: int, side: int, blocks: int, runs: int) -> dict[st
     for name, plan in plans.items():
         # the 3x3 layer is each block's second instruction
         layers = [statistics.median(s) for i, s in enumerate(samples[name]) if i % 3 == 1]
-        assert all(label.startswith(("fused.winograd_bias_relu", "fused.conv2d_bias_relu"))
-                   for i, label in enumerate(plan.labels) if i % 3 == 1), plan.labels
+        if not all(label.startswith(("fused.winograd_bias_relu", "fused.conv2d_bias_relu"))
+                   for i, label in enumerate(plan.labels) if i % 3 == 1):
+            raise AssertionError(f"the stage's plan is not three instructions a block: {plan.labels}")
         out[name] = (statistics.median(totals[name]) * 1e3, sum(layers) * 1e3)
     return out
 
