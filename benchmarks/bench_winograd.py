@@ -13,9 +13,8 @@ relu (the direct kernel, F(2x2, 3x3) or F(4x4, 3x3)), and a 1x1 M -> C added to 
 each block with its own weights, as the e-graph's fused ops run them in ResNet-50 (``1024,256,14,6``
 is its third stage). The three programs run alternated through the executor with each instruction
 timed in place; the table gives the whole stage and its 3x3 layers, and their ratio to the direct
-kernel's. A kernel's ratio there
-is the one a program sees; the calibration's, timed on the kernels alone, moves between
-calibrations on a shared machine (see the README).
+kernel's. A kernel's ratio there is the one a program sees; the calibration's, timed on the kernels
+alone, moves between calibrations on a shared machine (see the README).
 
 With ``--models``, whole programs too: each zoo model optimized twice in this process (weights
 bound, the ``cpu`` cost model, the default rule sets with and without ``conv2d-winograd-4x4``),
@@ -146,6 +145,10 @@ def stage(channels: int, mid: int, side: int, blocks: int, runs: int) -> dict[st
         got = plan.run([data])
         if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max())):
             raise AssertionError(f"the stage with {name} differs from the direct kernel's")
+        # each block is three instructions, its 3x3 layer the second (read by position below)
+        if not all(label.startswith(("fused.winograd_bias_relu", "fused.conv2d_bias_relu"))
+                   for i, label in enumerate(plan.labels) if i % 3 == 1):
+            raise AssertionError(f"the stage's plan is not three instructions a block: {plan.labels}")
     samples = {name: [[] for _ in range(len(plan))] for name, plan in plans.items()}
     timed = {name: plan.timed(samples[name], time.perf_counter) for name, plan in plans.items()}
     totals: dict[str, list[float]] = {name: [] for name in plans}
@@ -156,12 +159,8 @@ def stage(channels: int, mid: int, side: int, blocks: int, runs: int) -> dict[st
             timed[name].run([data])
             totals[name].append(time.perf_counter() - start)
     out = {}
-    for name, plan in plans.items():
-        # the 3x3 layer is each block's second instruction
+    for name in plans:
         layers = [statistics.median(s) for i, s in enumerate(samples[name]) if i % 3 == 1]
-        if not all(label.startswith(("fused.winograd_bias_relu", "fused.conv2d_bias_relu"))
-                   for i, label in enumerate(plan.labels) if i % 3 == 1):
-            raise AssertionError(f"the stage's plan is not three instructions a block: {plan.labels}")
         out[name] = (statistics.median(totals[name]) * 1e3, sum(layers) * 1e3)
     return out
 
