@@ -694,6 +694,92 @@ def test_a_convolution_whose_data_outgrows_the_cache_slows_in_a_program_no_more_
     assert extra(sized, "nn.dense", {}, [a, dw], a) == pytest.approx(extra(full, "nn.dense", {}, [a, dw], a))
 
 
+def test_a_convolution_longer_than_the_calibrations_slows_by_what_the_longest_did(model, tmp_path):
+    # ResNet-50's layers (0.2-2.9 ms looped) ran 1.0-1.3x their looped time in its program,
+    # VGG-16's (7-69 ms) 0.93-1.07x: the slowdown is an amount of time, held at the longest
+    # convolution the factor was measured on
+    attrs = {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    factors = {"kind:conv": 1.2, "nn.conv2d": 1.2, cpu_cost.WINOGRAD: 1.5}
+
+    def extra(m, op, at, types, out):
+        return m(op, at, types, out) - m.profile.dispatch - m.kernel(op, at, types, out)
+
+    def layer(c, side):
+        x = T((1, c, side, side), "float32")
+        return x, T((c, c, 3, 3), "float32"), T((6, 6, c, c), "float32")
+
+    small, big = layer(16, 8), layer(256, 56)
+    uncapped = cpu_cost.CpuCost(cpu_cost.Profile(dict(model.profile.data, in_program=factors, cache_bytes=0,
+                                                      in_program_longest={})))
+    conv = rg.ops.lookup("nn.conv2d").resolve(attrs)
+    wino = rg.ops.lookup(cpu_cost.WINOGRAD).resolve(dict(attrs, tile_size=4))
+    above = {}
+    for name, (x, w, _) in (("small", small), ("big", big)):
+        above[name] = uncapped.kernel("nn.conv2d", conv, [x, w], x) - uncapped.floor("nn.conv2d")
+    longest = (above["small"] + above["big"]) / 2
+    assert above["small"] < longest < above["big"]
+    capped = cpu_cost.CpuCost(cpu_cost.Profile(dict(uncapped.profile.data,
+                                                    in_program_longest={"kind:conv": longest})))
+    for op, at, index, factor in (("nn.conv2d", conv, 1, 1.2), (cpu_cost.WINOGRAD, wino, 2, 1.5)):
+        for x, *weights in (small, big):
+            types = [x, weights[index - 1]]
+            t = uncapped.kernel(op, at, types, x) - uncapped.floor(op)
+            assert extra(uncapped, op, at, types, x) == pytest.approx(t * (factor - 1))
+            assert extra(capped, op, at, types, x) == pytest.approx(min(t, longest) * (factor - 1))
+    x, w, _ = big
+    assert extra(capped, "nn.conv2d", conv, [x, w], x) < extra(uncapped, "nn.conv2d", conv, [x, w], x)
+    # products and other kernels keep theirs
+    a, d = T((512, 1024), "float32"), T((1024, 1024), "float32")
+    assert capped("nn.dense", {}, [a, d], a) == uncapped("nn.dense", {}, [a, d], a)
+    # a profile whose figure is not a positive number of seconds is refused, naming it
+    data = dict(json.loads(Path(cpu_cost.profile_path()).read_text()), in_program_longest={"kind:conv": -1.0})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ProfileError, match=r"in_program_longest\['kind:conv'\] \(got -1\.0\)"):
+        load_profile(str(bad))
+
+
+def test_a_calibration_records_the_longest_convolution_its_programs_measured(model):
+    from relaygraph.egraph import calibrate
+
+    run = calibrate._Calibration(quick=True, progress=False)
+    run.in_program()
+    longest = run.data["in_program_longest"]["kind:conv"]
+    assert longest == run._longest_conv and 0.0 < longest < 1.0
+    # a model with it holds a longer convolution's slowed part there, and leaves a shorter one's
+    recorded = run.data["in_program_longest"]
+    held = cpu_cost.CpuCost(cpu_cost.Profile(dict(model.profile.data, in_program_longest=recorded)))
+    assert held.slowed("nn.conv2d", 1.0, None) == held.slowed(cpu_cost.WINOGRAD, 1.0, None) == longest
+    assert held.slowed("nn.conv2d", longest / 2, None) == longest / 2
+    assert held.slowed("nn.dense", 1.0, None) == 1.0
+
+
+def test_a_3x3_rows_direct_time_is_the_median_of_its_own_and_the_winograd_passes(monkeypatch, model):
+    """One timing of a large layer was once 22% over the same kernel's time in Winograd's passes
+    minutes later, and the Winograd layers priced off it 39% over: a spell in the row's own timing
+    is outvoted by the direct kernel's times in the two passes."""
+    from relaygraph.egraph.calibrate import _Calibration
+
+    monkeypatch.setattr(_Calibration, "_conv_shapes", lambda self: [(16, 28, 16, (3, 3), 1, (1, 1))])
+
+    def row(own: float, passes: float) -> float:
+        cal = _Calibration(quick=False, progress=False)
+        cal.data = dict(model.profile.data, conv=[[1, 1, 1, 1, 1.0]], fused={}, winograd=[], winograd4=[])
+        cal.kernel_time = lambda kernel, args, attrs: 1e-5
+        cal.cold_time = lambda kernel, args, attrs, weight=1: own
+        # the Winograd triples (F(2x2), F(4x4), direct), else a fused op against the direct kernel
+        cal.cold_times = lambda calls, weight=1, repeats=None: (
+            [passes / 2, passes / 3, passes] if len(calls) == 3 else [passes, passes])
+        cal.step = lambda info, n=1: None
+        cal.conv()
+        return cal.data["conv"][-1][-1]
+
+    steady = row(2e-3, 2e-3)
+    assert row(4e-3, 2e-3) == pytest.approx(steady)  # 4, 2 and 2 ms: the median 2
+    slow = row(4e-3, 4e-3)
+    assert row(2e-3, 4e-3) == pytest.approx(slow) and slow > steady  # 2, 4 and 4 ms: the median 4
+
+
 def test_calibration_weighs_a_convolutions_in_program_slowdown_by_what_the_cache_holds():
     # the in-program factor is what a layer slows over the share CpuCost.warm applies: a cache that
     # holds none of the calibration's convolutions leaves nothing for their factor to explain
