@@ -978,8 +978,9 @@ class _Calibration:
 
         residual_ops = [n for n in ("fused.conv2d_add",) if n in FUSED_OPS]  # a residual the output's shape
         fused_rows: dict[str, list] = {}  # per fused op, once both passes agree (see confirm)
-        # a 3x3 stride-1 row's direct kernel is timed again in each pass of Winograd's ratios: its
-        # row takes the median of those times and its own (row index, the times, fixed cost, estimate)
+        # a row's direct kernel is timed again in each pass of Winograd's ratios and its fused
+        # ops': the row takes the median of those times and its own (row index, the times, fixed
+        # cost, estimate)
         retimed: list = []
         for c, size, o, (kh, kw), stride, (ph, pw) in self._conv_shapes():
             x, w = _rand(self.rng, (1, c, size, size)), _rand(self.rng, (o, c, kh, kw))
@@ -994,6 +995,8 @@ class _Calibration:
             est = model.conv_base(x.shape, o, c, kh, kw, float(out.size), (ph, pw), (stride, stride))
             features = conv_features(o, c, kh, kw, float(out.size))
             rows.append([*features, max(t - call, 0.1 * t) / est])
+            times = [t]
+            retimed.append((len(rows) - 1, times, call, est))
             self.step(f"conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
             if (kh, kw) == (3, 3) and stride == 1:  # Winograd's time over the direct kernel's, by
                 u, u4 = winograd_weight(w), winograd_weight(w, 4)  # channels: alternated samples
@@ -1005,14 +1008,11 @@ class _Calibration:
                 calls = [(wk, [x, u], wattrs), (wk4, [x, u4], wattrs4), (kernel, [x, w], attrs)]
                 wastes = (tile_waste(*out.shape[2:]), tile_waste(*out.shape[2:], 4))
 
-                times = [t]
-
                 def wino_job(calls=calls, wastes=wastes, times=times):
                     wino_t, wino4_t, direct_t = self.cold_times(calls, repeats=self.ratio_repeats)
                     times.append(direct_t)
                     return [wino_t / direct_t / wastes[0], wino4_t / direct_t / wastes[1]]
                 self.ratios(wino_job, [winograd, winograd4], winograd_features(c, o, float(out.size)))
-                retimed.append((len(rows) - 1, times, call, est))
             if 2.0 * out.size * c * kh * kw > 4e8:  # the epilogues' share of the largest is read off
                 # the nearest smaller ones
                 self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size} (as smaller ones)")
@@ -1024,8 +1024,9 @@ class _Calibration:
                 fk, fattrs = _call(name, arrays, **conv_attrs)  # against the direct kernel, both cold
                 pair = [(kernel, [x, w], attrs), (fk, arrays, fattrs)]
 
-                def fused_job(pair=pair):
+                def fused_job(pair=pair, times=times):
                     direct_t, fused_t = self.cold_times(pair, repeats=self.ratio_repeats)
+                    times.append(direct_t)
                     return [fused_t / direct_t]
                 self.ratios(fused_job, [fused_rows.setdefault(name, [])], features)
             self.step(f"fused conv2d {c}->{o} {kh}x{kw} on {size}x{size}")
@@ -1033,7 +1034,7 @@ class _Calibration:
         # one timing of a large layer, five calls, was once 22% over the same kernel's time in the
         # passes minutes later (VGG's 256 channels on 56x56: 29.8 ms against 24.4-26.4), and its
         # Winograd layers, priced off it, 39% over their time in VGG-16's program: the median of
-        # the row's own time and the passes' (three or four, apart in time) discounts one such spell
+        # the row's own time and the passes' (apart in time) discounts one such spell
         for index, times, call, est in retimed:
             t = statistics.median(times)
             rows[index][-1] = max(t - call, 0.1 * t) / est

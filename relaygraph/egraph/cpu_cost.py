@@ -683,8 +683,11 @@ class Profile:
         self.in_program_size: dict[str, list] = _size_factors(self.in_program)
         # per kind ("kind:conv"), the longest looped time above the fixed cost the calibration's
         # programs measured its factor on: a longer kernel's slowdown is held at that one's (slowed)
-        self.in_program_longest: dict[str, float] = {
-            str(k): _positive_seconds(k, v) for k, v in data.get("in_program_longest", {}).items()}
+        longest = data.get("in_program_longest", {})
+        if not isinstance(longest, dict):
+            raise ValueError(f"in_program_longest as a mapping of kinds to seconds (got {longest!r})")
+        self.in_program_longest: dict[str, float] = {str(k): _positive_seconds(k, v)
+                                                     for k, v in longest.items()}
         self.probe = float(data.get("probe", 0.0))  # seconds of calibrate.Probe while calibrating
         # the last-level cache (0: unknown): how much of a convolution's data a looped run keeps warm
         self.cache_bytes = int(data.get("cache_bytes", 0) or 0)
