@@ -26,6 +26,7 @@ import json
 import math
 import os
 import platform
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,6 +131,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # the longest convolution's the calibration measured it on (``Profile.in_program_longest``), where
 # the factor over a whole 7-69 ms VGG layer priced it 4-8% over its time in the program
 FORMAT = 45
+# A one-row product on a weight of this many bytes or more is priced by its weight's bytes
+# (``CpuCost.gemm_time``): over the grid's one-row rows from 256 KB up, 65-72 us a MB here
+ONE_ROW_BYTES = 1 << 18
 PROFILE_STEM = "cpu-profile"
 # conv2d_transpose's kernel path (``CpuCost.conv_transpose_estimate``) -> the profile's rows for it
 # (a key of the profile's data and an attribute of Profile alike)
@@ -838,6 +842,7 @@ class CpuCost:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.__name__ = "cpu"
+        self._row_rate: float | None = None  # seconds per weight byte of a one-row product (row_rate)
 
     def __call__(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
         record = _lookup(op)
@@ -1137,8 +1142,28 @@ class CpuCost:
         return self.gemm_time(min(m, n), max(m, n), k)
 
     def gemm_time(self, m: int, n: int, k: int) -> float:
-        """Seconds of an (m x k) by (k x n) product as the dense kernel runs it (``grid_time``)."""
+        """Seconds of an (m x k) by (k x n) product as the dense kernel runs it (``grid_time``).
+
+        A one-row product on a weight of ONE_ROW_BYTES or more is its weight's read: its bytes at
+        ``row_rate``. Read off the grid, the rate moved with the interpolation between the grid's
+        sizes: NasRNN's products on (512, 512) weights were priced at 68.2 us a MB and two of them
+        merged, on (1024, 512), at 66.0, so extraction merged its 72 products into 36 (each then
+        split), a 2% saving predicted; that program measured 0.66-0.91x the original in seven runs
+        of a day, its 72 products apart 1.16-1.17x (the pipeline 1.11-1.12x)."""
+        if m == 1 and 4.0 * n * k >= ONE_ROW_BYTES:
+            rate = self.row_rate()
+            if rate > 0.0:
+                return 4.0 * n * k * rate
         return grid_time(self.profile.gemm, (m, n, k))
+
+    def row_rate(self) -> float:
+        """Seconds per byte of weight of a one-row product: the median over the grid's one-row
+        products on ONE_ROW_BYTES or more (0 when it has none)."""
+        if self._row_rate is None:
+            rates = [row[-1] / (4.0 * row[1] * row[2]) for row in self.profile.gemm
+                     if row[0] == 1 and 4.0 * row[1] * row[2] >= ONE_ROW_BYTES and row[-1] > 0]
+            self._row_rate = statistics.median(rates) if rates else 0.0
+        return self._row_rate
 
     def _bmm(self, attrs, arg_types, out_type) -> float:
         x = _shape(arg_types[0])
