@@ -30,9 +30,13 @@ threads than the original's.
 ``--quick`` uses each model's small configuration (a smoke run, not the figures).
 
 The control (``--control``, on with ``--zoo``): the original program is timed a second time in the
-same alternation, as a fourth program. Its ratio to the original, round by round, differs from
-1 only by the measurement's own resolution on that model (the load, the program's place in the
-rounds), and that difference is printed (``A/A``). An e-graph program
+same alternation, as a fourth program. Every program reads its own copies of its weights
+(``time_programs``: otherwise the original, the pipeline's program and the control, which share
+most weight arrays, each ran with the one before's weights in the cache, and the e-graph's
+program, with rewritten weights of its own, did not). The control's ratio to the original, round
+by round, differs from 1 only by the measurement's own resolution on that model (the load, the
+program's place in the rounds, where its copies of the weights lie in memory), and that
+difference is printed (``A/A``). An e-graph program
 slower than the pipeline's (round by round) by no more than it is reported as a tie within the
 resolution, not as slower; the tables count both. So is one that is
 slower by more, but which was slower than the pipeline's in too few of the rounds for a one-sided

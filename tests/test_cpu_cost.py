@@ -420,6 +420,45 @@ def test_time_programs_rotates_the_order_and_stops_at_a_whole_rotation(monkeypat
     assert calls == ["a", "b", "b", "a"]
 
 
+def test_time_programs_runs_each_program_on_its_own_copies_of_the_constants(monkeypatch):
+    """Hash-consing gives two programs holding the same weight values one array; timed side by
+    side, each program (and each place of a program timed twice) reads its own copy, unless
+    ``own_constants`` is off. The copies hold the same values and the programs the same results."""
+    from relaygraph.egraph.program_profile import time_programs
+    from relaygraph.eval.executor import Plan, compile_function
+
+    w = np.random.default_rng(0).standard_normal((64, 32)).astype("float32")
+    x = rg.var("x", shape=(4, 32))
+    first = rg.IRModule.from_expr(rg.Function([x], rg.op.nn.relu(rg.op.nn.dense(x, rg.const(w)))))
+    x2 = rg.var("x", shape=(4, 32))
+    second = rg.IRModule.from_expr(rg.Function([x2], rg.op.nn.dense(x2, rg.const(w.copy()))))
+    shared = [a for _, a in compile_function(first["main"]).constants]
+    assert any(a is b for a in shared for _, b in compile_function(second["main"]).constants)
+
+    own = compile_function(first["main"]).with_own_constants()
+    copies = [a for _, a in own.constants]
+    assert [a.tobytes() for a in copies] == [a.tobytes() for a in shared]
+    assert not any(np.shares_memory(a, b) for a in copies for b in shared)
+    data = np.random.default_rng(1).standard_normal((4, 32)).astype("float32")
+    np.testing.assert_array_equal(own.run([data]), rg.evaluate(first, data))
+
+    read: list = []
+    made = Plan.with_own_constants
+
+    def recording(plan):
+        copy = made(plan)
+        read.extend(a for _, a in copy.constants)
+        return copy
+
+    monkeypatch.setattr(Plan, "with_own_constants", recording)
+    time_programs([first, second, first], [data], runs=1, clock="wall")
+    assert len(read) == 3  # one weight per place, the twice-timed program's two apart
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(read) for b in read[i + 1:] + shared)
+    read.clear()
+    time_programs([first, second], [data], runs=1, clock="wall", own_constants=False)
+    assert read == []
+
+
 def test_time_programs_gives_each_programs_samples_round_by_round(monkeypatch):
     """``samples`` receives every program's samples by the clock, in the programs' order, one per
     round (a fake clock: each program advances it by its own cost)."""

@@ -96,6 +96,17 @@ class Plan:
                      for i, (run, ins, out, extra, frees) in enumerate(self.instrs)],
                     self.labels, self.output)
 
+    def with_own_constants(self) -> Plan:
+        """This plan reading its own copies of its constant arrays (each copied apart, as a
+        program's weights are separate arrays). Hash-consing shares a constant between every
+        program that holds the same values, so two programs timed one after the other read the
+        same weights, the second with them still in the cache: for timing programs side by side
+        (``program_profile.time_programs``), where no program should run on another's data."""
+        return Plan(self.num_slots, self.param_slots,
+                    [(slot, np.array(value, copy=True) if type(value) is np.ndarray else value)
+                     for slot, value in self.constants],
+                    self.instrs, self.labels, self.output)
+
     def timed(self, samples: list[list[float]], clock) -> Plan:
         """This plan with each instruction timed by ``clock`` in place, every run appending
         instruction ``i``'s seconds to ``samples[i]``."""
