@@ -755,6 +755,35 @@ def test_a_one_row_product_is_priced_by_its_weights_bytes(model):
     assert small.gemm_time(1, 512, 512) == cpu_cost.grid_time(small.profile.gemm, (1, 512, 512))
 
 
+def test_a_one_row_products_rate_follows_its_weights_placement(model):
+    # with small weights read in small pages (calibrate.small_pages_below), a one-row product is
+    # priced at the rate of the rows placed as its weight: NasRNN's 1 MB products by the small ones
+    import statistics
+
+    split = 4 << 20
+    rows = [r for r in model.profile.gemm if r[0] == 1 and 4.0 * r[1] * r[2] >= cpu_cost.ONE_ROW_BYTES]
+    grid = [[1, 256, 512, 0.0, 1e-4], [1, 512, 512, 0.0, 1.2e-4], [1, 1024, 2048, 0.0, 5e-4],
+            [1, 2048, 2048, 0.0, 9e-4], [1, 4096, 2048, 0.0, 1.9e-3]]
+    data = dict(model.profile.data, gemm=[r for r in model.profile.gemm if r not in rows] + grid)
+    placed = cpu_cost.CpuCost(cpu_cost.Profile(dict(data, small_pages_below=split)))
+    small = statistics.median(t / (4.0 * n * k) for _, n, k, _, t in grid[:2])
+    large = statistics.median(t / (4.0 * n * k) for _, n, k, _, t in grid[2:])
+    assert placed.row_rate(1 << 20) == pytest.approx(small)
+    assert placed.row_rate(8 << 20) == pytest.approx(large)
+    assert placed.gemm_time(1, 512, 512) == pytest.approx(4.0 * 512 * 512 * small)
+    assert placed.gemm_time(1, 2048, 2048) == pytest.approx(4.0 * 2048 * 2048 * large)
+    alike = cpu_cost.CpuCost(cpu_cost.Profile(data))  # read alike: one rate
+    every = statistics.median(t / (4.0 * n * k) for _, n, k, _, t in grid)
+    assert alike.row_rate(1 << 20) == alike.row_rate(8 << 20) == pytest.approx(every)
+    # a placement with no row of its own takes every row's
+    only_large = cpu_cost.CpuCost(cpu_cost.Profile(dict(data, small_pages_below=split,
+                                                        gemm=[r for r in data["gemm"] if r not in grid[:2]])))
+    assert only_large.row_rate(1 << 20) == pytest.approx(large)
+    for bad in (-1, 1.5, "4M", True):
+        with pytest.raises(ValueError, match="small_pages_below"):
+            cpu_cost.Profile(dict(data, small_pages_below=bad))
+
+
 def test_a_convolution_longer_than_the_calibrations_slows_by_what_the_longest_did(model, tmp_path):
     # ResNet-50's layers (0.2-2.9 ms looped) ran 1.0-1.3x their looped time in its program,
     # VGG-16's (7-69 ms) 0.93-1.07x: the slowdown is an amount of time, held at the longest

@@ -5,6 +5,7 @@ interpolation that does not depend on the order of equally near grid points."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -47,6 +48,7 @@ def test_deep_cold_reads_cover_the_cache_and_alternated_kernels_read_apart(monke
     monkeypatch.setattr(calibrate, "cache_bytes", lambda level=None: 64 << 30)
     assert calibrate.cold_bytes() == calibrate.COLD_BYTES_MAX
     monkeypatch.setattr(calibrate, "cache_bytes", lambda level=None: 96 << 20)
+    cal.small_pages_below = 0  # one pool for every weight (the placement has a test of its own)
     weight = np.ones((512, 512), np.float32)  # 1 MB
     reads: list = [[], []]
 
@@ -86,6 +88,66 @@ def test_deep_cold_reads_cover_the_cache_and_alternated_kernels_read_apart(monke
     for _ in range(3):
         call()
     assert len(doubles) == 3
+
+
+def _huge_page_kb(arr) -> int | None:
+    """Kilobytes of transparent huge pages in the mapping holding the middle of ``arr`` (None
+    where the OS does not say)."""
+    middle = arr.__array_interface__["data"][0] + arr.nbytes // 2
+    try:
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in lines:
+        head = line.split()[0] if line.split() else ""
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            lo, hi = (int(v, 16) for v in head.split("-"))
+            inside = lo <= middle < hi
+        elif inside and head == "AnonHugePages:":
+            return int(line.split()[1])
+    return None
+
+
+def test_a_small_weight_is_read_cold_in_small_pages_as_a_program_holds_it(monkeypatch, tmp_path):
+    # NumPy asks for huge pages from 4 MB up; where the kernel gives them only when asked, a
+    # program's 1 MB weights sit in 4 KB pages, and read from memory so they ran 1.25x their time
+    # in the pool's huge pages
+    setting = tmp_path / "enabled"
+    monkeypatch.setattr(calibrate, "THP_SETTING", str(setting))
+    for text, below in (("always [madvise] never", calibrate.NUMPY_HUGE_BYTES),
+                        ("[always] madvise never", 0), ("always madvise [never]", 0)):
+        setting.write_text(text + "\n")
+        assert calibrate.small_pages_below() == below
+    setting.unlink()
+    assert calibrate.small_pages_below() == 0  # no such setting: every weight alike
+    assert calibrate._Calibration(quick=True, progress=False).small_pages_below == 0
+
+    monkeypatch.setattr(calibrate, "cache_bytes", lambda level=None: 64 << 20)
+    monkeypatch.setattr(calibrate, "_available_bytes", lambda: 8 << 30)
+    cal = calibrate._Calibration(quick=False, progress=False)
+    cal.small_pages_below = calibrate.NUMPY_HUGE_BYTES
+    assert cal.data["small_pages_below"] == 0  # made with no setting to read (unlinked above)
+    seen: list = []
+
+    def kernel(args, attrs):
+        seen.append(args[1].__array_interface__["data"][0])
+
+    x = np.zeros((1, 512), np.float32)
+    cal._rotating(kernel, [x, np.ones((512, 512), np.float32)], {}, 1, deep=True)()
+    assert cal._small_pool is not None and cal._pool is None
+    start = cal._small_pool.__array_interface__["data"][0]
+    assert start <= seen[-1] < start + cal._small_pool.nbytes
+    large = np.ones((2048, 1024), np.float32)  # 8 MB
+    cal._rotating(kernel, [np.zeros((1, 1024), np.float32), large], {}, 1, deep=True)()
+    assert cal._pool is not None  # in the huge pages NumPy asks for
+    start = cal._pool.__array_interface__["data"][0]
+    assert start <= seen[-1] < start + cal._pool.nbytes
+    # the two pools hold the same values; the small one never has a huge page
+    assert np.array_equal(calibrate._cold_pool(np.random.default_rng(1), 8 << 20, True),
+                          calibrate._cold_pool(np.random.default_rng(1), 8 << 20))
+    huge = _huge_page_kb(cal._small_pool)
+    assert huge in (0, None)
 
 
 def test_full_calibration_measures_small_inputs_and_split():

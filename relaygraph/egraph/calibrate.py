@@ -95,6 +95,14 @@ COLD_BYTES_MAX = 1 << 30
 # us each in its program, and over 192 or 480 MB of copies the same kernel took 81-88 and 324-342
 # us (LSTM's 512 -> 2048 gates; ResNet-50's 2048 -> 1000 classifier 557-584, against 355 over 48 MB)
 DEEP_ROWS = 16
+# A weight read cold over a pool is placed as a program's weight of its size is: NumPy asks for
+# transparent huge pages (madvise) on arrays of 4 MB or more (its hugepage threshold), and where
+# the kernel gives them only when asked, smaller weights sit in 4 KB pages. Read from memory so,
+# a 1 MB weight's one-row product took 106-110 us a MB here, in huge pages 83-88 (72 of them
+# swept cold, alternated): the one-row rows, read in the pool's huge pages, priced NasRNN's and
+# LSTM's products at 0.8x their time in the programs (``small_pages_below``).
+NUMPY_HUGE_BYTES = 4 << 20
+THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
 MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
@@ -355,11 +363,42 @@ def cold_bytes() -> int:
     return max(COLD_BYTES, min(cache_bytes(), COLD_BYTES_MAX, room))
 
 
-def _cold_pool(rng, nbytes: int) -> np.ndarray:
+def _cold_pool(rng, nbytes: int, small_pages: bool = False) -> np.ndarray:
     """``nbytes`` of float32 values (a random block repeated) for weights read cold: views of
     it stand for copies of a weight, so a cold read of a large cache costs no copying per
-    measurement (timing does not depend on a weight's values)."""
-    return np.resize(_rand(rng, 1 << 18), nbytes // 4)
+    measurement (timing does not depend on a weight's values). NumPy asks for transparent huge
+    pages on an array this large; ``small_pages``: the pool is mapped with them refused, as a
+    program's small weights are (see ``small_pages_below``)."""
+    block = _rand(rng, 1 << 18)
+    if not small_pages:
+        return np.resize(block, nbytes // 4)
+    import mmap
+
+    mapped = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mapped.madvise(mmap.MADV_NOHUGEPAGE)  # before the first touch: no huge page is ever made
+    pool = np.frombuffer(mapped, dtype=F32)
+    for start in range(0, pool.size, block.size):
+        chunk = pool[start:start + block.size]
+        chunk[:] = block[:chunk.size]
+    return pool
+
+
+def small_pages_below() -> int:
+    """Bytes under which a program's weight sits in small pages on this machine: NumPy asks for
+    transparent huge pages on arrays of NUMPY_HUGE_BYTES or more, and where the kernel gives them
+    only when asked (``madvise``), smaller arrays get 4 KB pages. 0 where every array is placed
+    alike (huge pages always or never, or no such setting)."""
+    import mmap
+    import re
+
+    if not hasattr(mmap, "MADV_NOHUGEPAGE"):
+        return 0
+    try:
+        with open(THP_SETTING) as f:
+            chosen = re.search(r"\[(\w+)\]", f.read())
+    except OSError:
+        return 0
+    return NUMPY_HUGE_BYTES if chosen and chosen.group(1) == "madvise" else 0
 
 
 def _rotating(kernel, args: list, attrs, weight: int, pool: np.ndarray | None = None,
@@ -438,6 +477,9 @@ class _Calibration:
         self._longest_conv = 0.0  # the longest convolution the in-program rounds counted (above its floor)
         self.cold_bytes = cold_bytes()
         self._pool: np.ndarray | None = None  # weights' copies for deep cold reads (see _rotating)
+        self._small_pool: np.ndarray | None = None  # the same in small pages (small_pages_below)
+        self.small_pages_below = 0 if quick else small_pages_below()
+        self.data["small_pages_below"] = self.small_pages_below
         specs = _curve_specs()
         self.specs = specs
         self.large = [] if quick else [LARGE_SIZE]  # the sizes LARGE_OPS add to their curves
@@ -479,9 +521,14 @@ class _Calibration:
 
     def _rotating(self, kernel, args: list, attrs, weight: int, deep: bool = False, share: float = 0.0):
         """``_rotating`` over COLD_BYTES; with ``deep`` (a full calibration's layout ratios), over
-        the whole last-level cache (``cold_bytes``), the copies views of one pool."""
+        the whole last-level cache (``cold_bytes``), the copies views of one pool, in small pages
+        for a weight under ``small_pages_below`` bytes (as a program holds it)."""
         if not deep or self.quick:
             return _rotating(kernel, args, attrs, weight)
+        if args[weight].nbytes < self.small_pages_below:  # placed as a program's small weight
+            if self._small_pool is None:
+                self._small_pool = _cold_pool(np.random.default_rng(1), self.cold_bytes + (64 << 20), True)
+            return _rotating(kernel, args, attrs, weight, self._small_pool, self.cold_bytes, share)
         if self._pool is None:  # made on the first deep read, dropped after them (see fused)
             self._pool = _cold_pool(np.random.default_rng(1), self.cold_bytes + (64 << 20))
         return _rotating(kernel, args, attrs, weight, self._pool, self.cold_bytes, share)
@@ -728,7 +775,7 @@ class _Calibration:
             t = self.cold_time(kernel, [x, w], attrs, deep=m <= DEEP_ROWS)
             self.data["gemm"].append([m, n, k, 2.0 * m * n * k, t])
             self.step(f"dense {m}x{n}x{k}")
-        self._pool = None  # made again for the fused ratios' deep reads
+        self._pool = self._small_pool = None  # made again for the fused ratios' deep reads
         self.data["gemm"] = _capped_by_larger(self.data["gemm"])
 
     def _bmm_grid(self) -> list:
@@ -1171,7 +1218,7 @@ class _Calibration:
                 self.ratios(functools.partial(ratio, name, m, n, k), [rows[name]], (m, n, k))
             self.step(f"fused dense {m}x{n}x{k}")
         self.confirm("fused dense")
-        self._pool = None  # the deep reads are done
+        self._pool = self._small_pool = None  # the deep reads are done
         for name, measured in rows.items():
             self.data["fused"].setdefault(name, []).extend(measured)
 

@@ -129,8 +129,11 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # 80 -> 192 on 73x73 among them (Winograd there priced 0.69 and 0.74 of the direct kernel from
 # the rows around them, measured 0.56 and 0.94); 45: a convolution's in-program slowdown held at
 # the longest convolution's the calibration measured it on (``Profile.in_program_longest``), where
-# the factor over a whole 7-69 ms VGG layer priced it 4-8% over its time in the program
-FORMAT = 45
+# the factor over a whole 7-69 ms VGG layer priced it 4-8% over its time in the program; 46: a
+# weight under NumPy's hugepage threshold read cold in small pages, as a program holds it
+# (``calibrate.small_pages_below``), and one-row products priced at the rate of their weight's
+# placement (``CpuCost.row_rate``)
+FORMAT = 46
 # A one-row product on a weight of this many bytes or more is priced by its weight's bytes
 # (``CpuCost.gemm_time``): over the grid's one-row rows from 256 KB up, 65-72 us a MB here
 ONE_ROW_BYTES = 1 << 18
@@ -693,6 +696,12 @@ class Profile:
         self.in_program_longest: dict[str, float] = {str(k): _positive_seconds(k, v)
                                                      for k, v in longest.items()}
         self.probe = float(data.get("probe", 0.0))  # seconds of calibrate.Probe while calibrating
+        # weights under this many bytes were read in small pages, the larger in huge ones (0: all
+        # alike; see calibrate.small_pages_below)
+        small = data.get("small_pages_below", 0)
+        if isinstance(small, bool) or not isinstance(small, int) or small < 0:
+            raise ValueError(f"small_pages_below as a whole number of bytes, 0 or more (got {small!r})")
+        self.small_pages_below = small
         # the last-level cache (0: unknown): how much of a convolution's data a looped run keeps warm
         self.cache_bytes = int(data.get("cache_bytes", 0) or 0)
         # a core's second-level cache (0: unknown): how much of another kernel's data it keeps warm
@@ -842,7 +851,8 @@ class CpuCost:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.__name__ = "cpu"
-        self._row_rate: float | None = None  # seconds per weight byte of a one-row product (row_rate)
+        # seconds per weight byte of a one-row product, by the weight's placement (row_rate)
+        self._row_rate: dict[bool, float] = {}
 
     def __call__(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
         record = _lookup(op)
@@ -1151,19 +1161,25 @@ class CpuCost:
         split), a 2% saving predicted; that program measured 0.66-0.91x the original in seven runs
         of a day, its 72 products apart 1.16-1.17x (the pipeline 1.11-1.12x)."""
         if m == 1 and 4.0 * n * k >= ONE_ROW_BYTES:
-            rate = self.row_rate()
+            rate = self.row_rate(4.0 * n * k)
             if rate > 0.0:
                 return 4.0 * n * k * rate
         return grid_time(self.profile.gemm, (m, n, k))
 
-    def row_rate(self) -> float:
-        """Seconds per byte of weight of a one-row product: the median over the grid's one-row
-        products on ONE_ROW_BYTES or more (0 when it has none)."""
-        if self._row_rate is None:
-            rates = [row[-1] / (4.0 * row[1] * row[2]) for row in self.profile.gemm
-                     if row[0] == 1 and 4.0 * row[1] * row[2] >= ONE_ROW_BYTES and row[-1] > 0]
-            self._row_rate = statistics.median(rates) if rates else 0.0
-        return self._row_rate
+    def row_rate(self, nbytes: float = 0.0) -> float:
+        """Seconds per byte of weight of a one-row product on a weight of ``nbytes``: the median
+        over the grid's one-row products on ONE_ROW_BYTES or more placed as that weight is (under
+        ``Profile.small_pages_below`` bytes in small pages, else in huge ones; every row where the
+        profile read them all alike, or has no row of that placement); 0 when it has none."""
+        small = 0 < nbytes < self.profile.small_pages_below
+        if small not in self._row_rate:
+            rows = [(4.0 * row[1] * row[2], row[-1]) for row in self.profile.gemm
+                    if row[0] == 1 and 4.0 * row[1] * row[2] >= ONE_ROW_BYTES and row[-1] > 0]
+            split = self.profile.small_pages_below
+            alike = [r for r in rows if (r[0] < split) == small] if split else rows
+            rates = [t / b for b, t in (alike or rows)]
+            self._row_rate[small] = statistics.median(rates) if rates else 0.0
+        return self._row_rate[small]
 
     def _bmm(self, attrs, arg_types, out_type) -> float:
         x = _shape(arg_types[0])
