@@ -744,7 +744,8 @@ def test_a_one_row_product_is_priced_by_its_weights_bytes(model):
     assert rows and model.row_rate() == pytest.approx(median)
     assert model.gemm_time(1, 1024, 512) == pytest.approx(2 * model.gemm_time(1, 512, 512))
     x, w = T((1, 512), "float32"), T((512, 512), "float32")
-    assert model.kernel("nn.dense", {}, [x, w], x) == pytest.approx(4.0 * 512 * 512 * model.row_rate())
+    priced = 4.0 * 512 * 512 * model.row_rate(4.0 * 512 * 512, 512)
+    assert model.kernel("nn.dense", {}, [x, w], x) == pytest.approx(priced)
     # small weights and products of more rows: the grid
     for m, n, k in ((1, 64, 64), (2, 512, 512), (16, 1024, 512)):
         assert model.gemm_time(m, n, k) == cpu_cost.grid_time(model.profile.gemm, (m, n, k))
@@ -757,31 +758,69 @@ def test_a_one_row_product_is_priced_by_its_weights_bytes(model):
 
 def test_a_one_row_products_rate_follows_its_weights_placement(model):
     # with small weights read in small pages (calibrate.small_pages_below), a one-row product is
-    # priced at the rate of the rows placed as its weight: NasRNN's 1 MB products by the small ones
+    # priced at the rate of the rows placed as its weight: NasRNN's 1 MB products by the small
+    # ones; a weight of NumPy's threshold or more lies in huge pages but for the ends
     import statistics
 
     split = 4 << 20
     rows = [r for r in model.profile.gemm if r[0] == 1 and 4.0 * r[1] * r[2] >= cpu_cost.ONE_ROW_BYTES]
-    grid = [[1, 256, 512, 0.0, 1e-4], [1, 512, 512, 0.0, 1.2e-4], [1, 1024, 2048, 0.0, 5e-4],
-            [1, 2048, 2048, 0.0, 9e-4], [1, 4096, 2048, 0.0, 1.9e-3]]
-    data = dict(model.profile.data, gemm=[r for r in model.profile.gemm if r not in rows] + grid)
+    grid = [[1, 256, 512, 0.0, 1e-4], [1, 512, 512, 0.0, 1.2e-4], [1, 2048, 512, 0.0, 4e-4],
+            [1, 4096, 512, 0.0, 9e-4], [1, 8192, 512, 0.0, 1.9e-3]]
+    data = dict(model.profile.data, gemm=[r for r in model.profile.gemm if r not in rows] + grid, one_row=[])
     placed = cpu_cost.CpuCost(cpu_cost.Profile(dict(data, small_pages_below=split)))
     small = statistics.median(t / (4.0 * n * k) for _, n, k, _, t in grid[:2])
     large = statistics.median(t / (4.0 * n * k) for _, n, k, _, t in grid[2:])
-    assert placed.row_rate(1 << 20) == pytest.approx(small)
-    assert placed.row_rate(8 << 20) == pytest.approx(large)
+    assert placed.row_rate(1 << 20, 512) == pytest.approx(small)
+    assert placed.huge_share(8 << 20) == pytest.approx(0.75)  # one 2 MB page of four cut
+    assert placed.huge_share(4 << 20) == pytest.approx(0.5)  # LSTM's gate weights: 0.50 read off pagemap
+    assert placed.row_rate(8 << 20, 512) == pytest.approx(0.75 * large + 0.25 * small)
     assert placed.gemm_time(1, 512, 512) == pytest.approx(4.0 * 512 * 512 * small)
-    assert placed.gemm_time(1, 2048, 2048) == pytest.approx(4.0 * 2048 * 2048 * large)
+    assert placed.gemm_time(1, 4096, 512) == pytest.approx(4.0 * 4096 * 512 * (0.75 * large + 0.25 * small))
     alike = cpu_cost.CpuCost(cpu_cost.Profile(data))  # read alike: one rate
     every = statistics.median(t / (4.0 * n * k) for _, n, k, _, t in grid)
-    assert alike.row_rate(1 << 20) == alike.row_rate(8 << 20) == pytest.approx(every)
+    assert alike.row_rate(1 << 20, 512) == alike.row_rate(8 << 20, 512) == pytest.approx(every)
     # a placement with no row of its own takes every row's
     only_large = cpu_cost.CpuCost(cpu_cost.Profile(dict(data, small_pages_below=split,
                                                         gemm=[r for r in data["gemm"] if r not in grid[:2]])))
-    assert only_large.row_rate(1 << 20) == pytest.approx(large)
+    assert only_large.row_rate(1 << 20, 512) == pytest.approx(large)
     for bad in (-1, 1.5, "4M", True):
         with pytest.raises(ValueError, match="small_pages_below"):
             cpu_cost.Profile(dict(data, small_pages_below=bad))
+    for bad in (0, -1, 2.0, "2M", True):
+        with pytest.raises(ValueError, match="huge_page_bytes"):
+            cpu_cost.Profile(dict(data, huge_page_bytes=bad))
+    assert cpu_cost.Profile(dict(data, huge_page_bytes=1 << 21)).huge_page_bytes == 1 << 21
+
+
+def test_a_one_row_products_rate_follows_its_weights_depth(model):
+    # a one-row product reads a short row's weight slower: here 116 us a MB 256 deep, 95 at 512,
+    # 68 at 1024; priced at the grid's median, NasRNN's 512-deep products came out at 0.64x their
+    # time. The rate is interpolated in the log of the depth between the rows' depths, held at
+    # the ends, and the number of units does not move it (products merged along their units are
+    # priced as the two apart)
+    rows = [r for r in model.profile.gemm if r[0] == 1 and 4.0 * r[1] * r[2] >= cpu_cost.ONE_ROW_BYTES]
+    mb = float(1 << 20)
+
+    def row(n, k, us_per_mb):
+        return [1, n, k, 2.0 * n * k, 4.0 * n * k / mb * us_per_mb * 1e-6]
+
+    grid = [row(1024, 256, 116.0), row(4096, 256, 120.0), row(256, 1024, 68.0), row(64, 4096, 58.0)]
+    data = dict(model.profile.data, gemm=[r for r in model.profile.gemm if r not in rows] + grid,
+                one_row=[], small_pages_below=0)
+    deep = cpu_cost.CpuCost(cpu_cost.Profile(data))
+    rate = {k: deep.row_rate(1 << 20, k) * mb * 1e6 for k in (64, 256, 512, 1024, 2048, 4096, 16384)}
+    assert rate[256] == pytest.approx(118.0)  # the median of its depth's rows
+    assert rate[512] == pytest.approx((118.0 + 68.0) / 2)  # halfway in the log of the depth
+    assert rate[2048] == pytest.approx((68.0 + 58.0) / 2)
+    assert rate[64] == rate[256] and rate[16384] == rate[4096] == pytest.approx(58.0)  # held at the ends
+    assert deep.gemm_time(1, 1024, 512) == pytest.approx(2 * deep.gemm_time(1, 512, 512))
+    assert deep.gemm_time(1, 512, 1024) < deep.gemm_time(1, 1024, 512)  # same bytes, deeper rows
+    # the calibration's rows between the grid's depths take part
+    between = cpu_cost.CpuCost(cpu_cost.Profile(dict(data, one_row=[row(512, 512, 95.0)])))
+    assert between.row_rate(1 << 20, 512) * mb * 1e6 == pytest.approx(95.0)
+    assert between.row_rate(1 << 20, 256) * mb * 1e6 == pytest.approx(118.0)
+    # no depth: the median of every row, as before depths were priced
+    assert deep.row_rate(1 << 20) * mb * 1e6 == pytest.approx(92.0)
 
 
 def test_a_convolution_longer_than_the_calibrations_slows_by_what_the_longest_did(model, tmp_path):

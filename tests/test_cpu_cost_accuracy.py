@@ -150,6 +150,38 @@ def test_a_small_weight_is_read_cold_in_small_pages_as_a_program_holds_it(monkey
     assert huge in (0, None)
 
 
+def test_one_row_products_are_measured_between_the_grids_depths(monkeypatch, tmp_path):
+    # the grid's one-row rows are 16-4096 deep in powers of four, and a one-row product's rate
+    # follows its depth (NasRNN's and LSTM's 512-deep products were priced at the grid's median,
+    # 0.64x their time): a full calibration reads one-row products at the depths between, deep,
+    # at one size in small pages and one in huge ones
+    cal = calibrate._Calibration(quick=False, progress=False)
+    assert calibrate._Calibration(quick=True, progress=False)._one_row_grid() == []
+    shapes = cal._one_row_grid()
+    assert {k for _, _, k in shapes} == set(calibrate.ONE_ROW_DEPTHS)
+    assert {4 * n * k for _, n, k in shapes} == set(calibrate.ONE_ROW_SIZES)
+    assert min(calibrate.ONE_ROW_SIZES) < calibrate.NUMPY_HUGE_BYTES <= max(calibrate.ONE_ROW_SIZES)
+    read: list = []
+    monkeypatch.setattr(cal, "_gemm_grid", lambda: [])
+    monkeypatch.setattr(cal, "cold_time", lambda kernel, args, attrs, deep=False: read.append(
+        (args[0].shape, args[1].shape, deep)) or 1e-3)
+    cal.gemm()
+    assert [(x, w) for x, w, _ in read] == [((1, k), (n, k)) for _, n, k in shapes]
+    assert all(deep for *_, deep in read)
+    assert cal.data["one_row"] == [[1, n, k, 2.0 * n * k, 1e-3] for _, n, k in shapes]
+    assert cpu_cost.Profile(dict(cpu_cost.default_profile(progress=False).profile.data,
+                                 one_row=cal.data["one_row"])).one_row == cal.data["one_row"]
+    # the huge page's size as the kernel says it, 2 MB where it does not
+    size = tmp_path / "hpage_pmd_size"
+    monkeypatch.setattr(calibrate, "THP_SIZE", str(size))
+    size.write_text("524288\n")
+    assert calibrate.huge_page_bytes() == 524288
+    size.write_text("nothing\n")
+    assert calibrate.huge_page_bytes() == 2 << 20
+    size.unlink()
+    assert calibrate.huge_page_bytes() == 2 << 20
+
+
 def test_full_calibration_measures_small_inputs_and_split():
     cal = calibrate._Calibration(quick=False, progress=False)
     assert min(cal.sizes) <= 16  # a four-element chain's kernels cost less than a 256-element one's
@@ -398,6 +430,7 @@ def test_few_row_products_read_their_weights_over_the_whole_cache():
 
     cal.cold_time, cal.step = cold_time, lambda info, n=1: None
     cal._gemm_grid = lambda: [(1, 16, 16), (16, 16, 16), (128, 16, 16)]
+    cal._one_row_grid = lambda: []  # (measured deep too: test_one_row_products_are_measured_...)
     cal.gemm()
     assert reads == [(1, True), (16, True), (128, False)]
     assert calibrate.DEEP_ROWS == 16

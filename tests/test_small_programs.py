@@ -43,7 +43,7 @@ def test_calibrate_cli_writes_the_new_curves(tmp_path, capsys):
     path = tmp_path / "p.json"
     assert main(["calibrate", "--quick", "--profile", str(path)]) == 0
     data = json.loads(path.read_text())
-    assert data["key"]["format"] == cpu_cost.FORMAT == 46
+    assert data["key"]["format"] == cpu_cost.FORMAT == 47
     assert f"add{BROADCAST}" in data["curves"] and f"nn.bias_add{LAST_AXIS}" in data["curves"]
     assert data["program"] >= 0
 

@@ -103,6 +103,15 @@ DEEP_ROWS = 16
 # LSTM's products at 0.8x their time in the programs (``small_pages_below``).
 NUMPY_HUGE_BYTES = 4 << 20
 THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
+THP_SIZE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
+# A one-row product's rate of weight read follows the weight's depth (its rows' length): on a
+# 2-core AMD EPYC, over 128 MB of copies, 116 us a MB 256 deep, 95 at 512, 68 at 1024 and 58 at
+# 4096, alike at 1 MB and 4 MB; the grid's one-row rows are 16-4096 deep in powers of four, and
+# their median (60 us a MB) priced NasRNN's and LSTM's products (512 deep) at 0.64x their time.
+# One-row products at the depths between the grid's, on a weight of each of these sizes (one in
+# small pages, one in huge ones where they differ; see ``small_pages_below``):
+ONE_ROW_DEPTHS = (128, 512, 2048)
+ONE_ROW_SIZES = (1 << 20, 8 << 20)
 MAX_COPIES = 4096  # small weights: enough copies to leave the private caches, few enough to make fast
 # An in-program instruction whose slowed part (see CpuCost.slowed) is less than this share of its
 # time above the fixed cost says little about the in-program factor (see _in_program_round)
@@ -383,6 +392,16 @@ def _cold_pool(rng, nbytes: int, small_pages: bool = False) -> np.ndarray:
     return pool
 
 
+def huge_page_bytes() -> int:
+    """Bytes of a transparent huge page on this machine (2 MB where the kernel does not say)."""
+    try:
+        with open(THP_SIZE) as f:
+            size = int(f.read().strip())
+    except (OSError, ValueError):
+        return 2 << 20
+    return size if size > 0 else 2 << 20
+
+
 def small_pages_below() -> int:
     """Bytes under which a program's weight sits in small pages on this machine: NumPy asks for
     transparent huge pages on arrays of NUMPY_HUGE_BYTES or more, and where the kernel gives them
@@ -480,6 +499,8 @@ class _Calibration:
         self._small_pool: np.ndarray | None = None  # the same in small pages (small_pages_below)
         self.small_pages_below = 0 if quick else small_pages_below()
         self.data["small_pages_below"] = self.small_pages_below
+        self.data["huge_page_bytes"] = huge_page_bytes()
+        self.data["one_row"] = []  # one-row products at the depths between the grid's (ONE_ROW_DEPTHS)
         specs = _curve_specs()
         self.specs = specs
         self.large = [] if quick else [LARGE_SIZE]  # the sizes LARGE_OPS add to their curves
@@ -487,7 +508,7 @@ class _Calibration:
         # later layers' activations are (a 7x7 or 14x14 image), the cache's turn and the largest
         self.fused_sizes = self.sizes[:1] + self.sizes[-1:] if quick else [1 << 4, 1 << 15, 1 << 18, 1 << 21]
         total = (len(specs) + 3) * len(self.sizes) + len(self.large) * len(LARGE_OPS) \
-            + len(self._gemm_grid()) + len(self._bmm_grid()) \
+            + len(self._gemm_grid()) + len(self._one_row_grid()) + len(self._bmm_grid()) \
             + len(self._conv_shapes()) * 2 + len(self._depthwise_shapes()) + len(self._transpose_shapes()) \
             + len(self._pointwise_shapes()) \
             + len(self._dense_fused_shapes()) + len(self._fused_other_ops()) \
@@ -766,15 +787,24 @@ class _Calibration:
         # 4096-deep rate held flat priced VGG's 4096x25088 dense at 0.8x its time
         return grid if self.quick else grid + [(1, 4096, 16384)]
 
+    def _one_row_grid(self) -> list:
+        """One-row products at the depths between the grid's (ONE_ROW_DEPTHS), one weight of each
+        of ONE_ROW_SIZES; none in a quick calibration."""
+        if self.quick:
+            return []
+        return [(1, size // (4 * k), k) for size in ONE_ROW_SIZES for k in ONE_ROW_DEPTHS]
+
     def gemm(self) -> None:
         """The dense kernel over the grid, its weight read cold; over the whole last-level cache for
-        products of at most DEEP_ROWS rows, whose time is that read."""
-        for m, n, k in self._gemm_grid():
-            x, w = _rand(self.rng, (m, k)), _rand(self.rng, (n, k))
-            kernel, attrs = _call("nn.dense", [x, w])
-            t = self.cold_time(kernel, [x, w], attrs, deep=m <= DEEP_ROWS)
-            self.data["gemm"].append([m, n, k, 2.0 * m * n * k, t])
-            self.step(f"dense {m}x{n}x{k}")
+        products of at most DEEP_ROWS rows, whose time is that read. Then the one-row products at
+        the depths between the grid's (``one_row``), read so."""
+        for table, shapes in (("gemm", self._gemm_grid()), ("one_row", self._one_row_grid())):
+            for m, n, k in shapes:
+                x, w = _rand(self.rng, (m, k)), _rand(self.rng, (n, k))
+                kernel, attrs = _call("nn.dense", [x, w])
+                t = self.cold_time(kernel, [x, w], attrs, deep=m <= DEEP_ROWS)
+                self.data[table].append([m, n, k, 2.0 * m * n * k, t])
+                self.step(f"dense {m}x{n}x{k}")
         self._pool = self._small_pool = None  # made again for the fused ratios' deep reads
         self.data["gemm"] = _capped_by_larger(self.data["gemm"])
 

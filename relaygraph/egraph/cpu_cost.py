@@ -132,8 +132,9 @@ __all__ = ["ProfileError", "StaleProfileError", "Profile", "CpuCost", "machine_k
 # the factor over a whole 7-69 ms VGG layer priced it 4-8% over its time in the program; 46: a
 # weight under NumPy's hugepage threshold read cold in small pages, as a program holds it
 # (``calibrate.small_pages_below``), and one-row products priced at the rate of their weight's
-# placement (``CpuCost.row_rate``)
-FORMAT = 46
+# placement (``CpuCost.row_rate``); 47: one-row products at the depths between the grid's
+# (``Profile.one_row``), priced by their depth and by the share of a large weight in huge pages
+FORMAT = 47
 # A one-row product on a weight of this many bytes or more is priced by its weight's bytes
 # (``CpuCost.gemm_time``): over the grid's one-row rows from 256 KB up, 65-72 us a MB here
 ONE_ROW_BYTES = 1 << 18
@@ -702,6 +703,15 @@ class Profile:
         if isinstance(small, bool) or not isinstance(small, int) or small < 0:
             raise ValueError(f"small_pages_below as a whole number of bytes, 0 or more (got {small!r})")
         self.small_pages_below = small
+        # a transparent huge page's bytes: a weight of NumPy's threshold or more lies in huge pages
+        # but for where its ends cut one (see CpuCost.huge_share)
+        page = data.get("huge_page_bytes", 2 << 20)
+        if isinstance(page, bool) or not isinstance(page, int) or page <= 0:
+            raise ValueError(f"huge_page_bytes as a whole number of bytes above 0 (got {page!r})")
+        self.huge_page_bytes = page
+        # one-row products at the depths between the grid's: [(1, n, k, flops, seconds)]
+        # (calibrate.ONE_ROW_DEPTHS; priced with the grid's one-row rows, see CpuCost.row_rate)
+        self.one_row: list = data.get("one_row", [])
         # the last-level cache (0: unknown): how much of a convolution's data a looped run keeps warm
         self.cache_bytes = int(data.get("cache_bytes", 0) or 0)
         # a core's second-level cache (0: unknown): how much of another kernel's data it keeps warm
@@ -851,8 +861,8 @@ class CpuCost:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.__name__ = "cpu"
-        # seconds per weight byte of a one-row product, by the weight's placement (row_rate)
-        self._row_rate: dict[bool, float] = {}
+        # seconds per weight byte of a one-row product, by the weight's bytes and depth (row_rate)
+        self._row_rate: dict[tuple, float] = {}
 
     def __call__(self, op: str, attrs: Mapping, arg_types: Sequence, out_type) -> float:
         record = _lookup(op)
@@ -1161,25 +1171,75 @@ class CpuCost:
         split), a 2% saving predicted; that program measured 0.66-0.91x the original in seven runs
         of a day, its 72 products apart 1.16-1.17x (the pipeline 1.11-1.12x)."""
         if m == 1 and 4.0 * n * k >= ONE_ROW_BYTES:
-            rate = self.row_rate(4.0 * n * k)
+            rate = self.row_rate(4.0 * n * k, k)
             if rate > 0.0:
                 return 4.0 * n * k * rate
         return grid_time(self.profile.gemm, (m, n, k))
 
-    def row_rate(self, nbytes: float = 0.0) -> float:
-        """Seconds per byte of weight of a one-row product on a weight of ``nbytes``: the median
-        over the grid's one-row products on ONE_ROW_BYTES or more placed as that weight is (under
-        ``Profile.small_pages_below`` bytes in small pages, else in huge ones; every row where the
-        profile read them all alike, or has no row of that placement); 0 when it has none."""
-        small = 0 < nbytes < self.profile.small_pages_below
-        if small not in self._row_rate:
-            rows = [(4.0 * row[1] * row[2], row[-1]) for row in self.profile.gemm
-                    if row[0] == 1 and 4.0 * row[1] * row[2] >= ONE_ROW_BYTES and row[-1] > 0]
+    def row_rate(self, nbytes: float = 0.0, depth: float | None = None) -> float:
+        """Seconds per byte of weight of a one-row product on a weight of ``nbytes`` whose rows are
+        ``depth`` long, from the one-row products on ONE_ROW_BYTES or more the profile has (the
+        grid's and ``Profile.one_row``); 0 when it has none.
+
+        The rate follows the depth (on a 2-core AMD EPYC, 116 us a MB 256 deep, 95 at 512, 68 at
+        1024): per placement, the median rate of the rows of each depth, interpolated in the log
+        of the depth and held at the ends (``depth`` None: the median of the placement's rows).
+        Not the number of rows: two products merged along their units are priced as the two apart
+        (read off the whole grid, interpolation priced two of NasRNN's merged 3% under the two, and
+        extraction merged all 72 into a program 0.66-0.91x the original's speed). A weight under
+        ``Profile.small_pages_below`` bytes is read at the rate of the rows in small pages; a
+        larger one at the rows' in huge pages for its share in huge pages (``huge_share``) and
+        the small pages' for the rest; every row where the profile read them all alike, or has
+        none of a placement."""
+        key = (nbytes, depth)
+        if key not in self._row_rate:
             split = self.profile.small_pages_below
-            alike = [r for r in rows if (r[0] < split) == small] if split else rows
-            rates = [t / b for b, t in (alike or rows)]
-            self._row_rate[small] = statistics.median(rates) if rates else 0.0
-        return self._row_rate[small]
+            if not split:
+                rate = self._depth_rate(None, depth)
+            elif nbytes < split:
+                rate = self._depth_rate(True, depth)
+            else:
+                share = self.huge_share(nbytes)
+                rate = share * self._depth_rate(False, depth) + (1.0 - share) * self._depth_rate(True, depth)
+            self._row_rate[key] = rate
+        return self._row_rate[key]
+
+    def huge_share(self, nbytes: float) -> float:
+        """The share of a weight of ``nbytes`` (NumPy's hugepage threshold or more) in huge pages:
+        the kernel makes one only for a whole aligned huge page inside the range NumPy advised,
+        which starts at an address of no particular alignment, so a weight of ``s`` bytes holds
+        ``(s - page) / page`` of them on average (LSTM's 4 MB gate weights, copied apart: 0.50 of
+        their pages huge, read off /proc/self/pagemap)."""
+        page = self.profile.huge_page_bytes
+        return max(0.0, nbytes - page) / nbytes if nbytes > 0 else 0.0
+
+    def _depth_rate(self, small: bool | None, depth: float | None) -> float:
+        """Seconds per weight byte of a one-row product ``depth`` deep over the profile's one-row
+        rows of one placement (``small``: under ``small_pages_below`` bytes or not; None or no such
+        row: every row), see ``row_rate``."""
+        rows = [(4.0 * row[1] * row[2], row[2], row[-1])
+                for row in (*self.profile.gemm, *self.profile.one_row)
+                if row[0] == 1 and 4.0 * row[1] * row[2] >= ONE_ROW_BYTES and row[-1] > 0]
+        split = self.profile.small_pages_below
+        placed = [r for r in rows if (r[0] < split) == small] if small is not None else rows
+        rows = placed or rows
+        if not rows:
+            return 0.0
+        if depth is None:
+            return statistics.median(t / b for b, _, t in rows)
+        by_depth: dict[float, list[float]] = {}
+        for b, k, t in rows:
+            by_depth.setdefault(float(k), []).append(t / b)
+        points = sorted((k, statistics.median(rates)) for k, rates in by_depth.items())
+        depth = float(depth)
+        if depth <= points[0][0]:
+            return points[0][1]
+        if depth >= points[-1][0]:
+            return points[-1][1]
+        i = bisect.bisect_right([k for k, _ in points], depth)
+        (lo, r_lo), (hi, r_hi) = points[i - 1], points[i]
+        w = (math.log(depth) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return r_lo + w * (r_hi - r_lo)
 
     def _bmm(self, attrs, arg_types, out_type) -> float:
         x = _shape(arg_types[0])
