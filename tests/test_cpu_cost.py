@@ -819,6 +819,10 @@ def test_a_one_row_products_rate_follows_its_weights_depth(model):
     between = cpu_cost.CpuCost(cpu_cost.Profile(dict(data, one_row=[row(512, 512, 95.0)])))
     assert between.row_rate(1 << 20, 512) * mb * 1e6 == pytest.approx(95.0)
     assert between.row_rate(1 << 20, 256) * mb * 1e6 == pytest.approx(118.0)
+    for bad in ([[1, 512, "512", 0.0, 1e-4]], [[2, 512, 512, 0.0, 1e-4]], [[1, 512, 512]], {"512": 1e-4},
+                [[1, 512, 512, 0.0, True]]):
+        with pytest.raises(ValueError, match="one_row"):
+            cpu_cost.Profile(dict(data, one_row=bad))
     # no depth: the median of every row, as before depths were priced
     assert deep.row_rate(1 << 20) * mb * 1e6 == pytest.approx(92.0)
 

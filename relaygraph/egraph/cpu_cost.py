@@ -711,7 +711,17 @@ class Profile:
         self.huge_page_bytes = page
         # one-row products at the depths between the grid's: [(1, n, k, flops, seconds)]
         # (calibrate.ONE_ROW_DEPTHS; priced with the grid's one-row rows, see CpuCost.row_rate)
-        self.one_row: list = data.get("one_row", [])
+        one_row = data.get("one_row", [])
+
+        def number(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        if not isinstance(one_row, list) or not all(
+                isinstance(row, list) and len(row) == 5 and row[0] == 1 and all(map(number, row))
+                for row in one_row):
+            raise ValueError(f"one_row as rows [1, units, depth, flops, seconds] of numbers "
+                             f"(got {one_row!r:.80})")
+        self.one_row: list = one_row
         # the last-level cache (0: unknown): how much of a convolution's data a looped run keeps warm
         self.cache_bytes = int(data.get("cache_bytes", 0) or 0)
         # a core's second-level cache (0: unknown): how much of another kernel's data it keeps warm
